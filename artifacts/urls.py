@@ -1,0 +1,5 @@
+"""Pages under /w/<workspace>/artifacts/."""
+
+app_name = "artifacts"
+
+urlpatterns: list = []

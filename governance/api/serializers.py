@@ -1,0 +1,107 @@
+"""Serializers for the core API: jobs, workspace, members, tokens and audit events."""
+
+from rest_framework import serializers
+
+from governance.models import ApiToken, AuditEvent, Job, Membership, Role, Workspace
+
+
+class RoleField(serializers.ChoiceField):
+    def __init__(self, **kwargs):
+        super().__init__(choices=[role.label for role in Role], **kwargs)
+
+    def to_representation(self, value):
+        return Role(value).label
+
+    def to_internal_value(self, data):
+        return Role.from_name(super().to_internal_value(data))
+
+
+class JobSerializer(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField()
+    percent = serializers.IntegerField(read_only=True, allow_null=True)
+    created_by = serializers.CharField(source="created_by.username", default=None)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "url", "kind", "label", "status", "progress_done", "progress_total",
+            "progress_unit", "percent", "counts", "error_count", "errors", "error",
+            "created_by", "created_at", "started_at", "finished_at",
+        ]  # fmt: skip
+
+    def get_url(self, job) -> str:
+        request = self.context.get("request")
+        path = f"/api/v1/jobs/{job.pk}/"
+        return request.build_absolute_uri(path) if request else path
+
+
+class WorkspaceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Workspace
+        fields = ["id", "slug", "name", "created_at"]
+
+
+class CurrentWorkspaceSerializer(serializers.Serializer):
+    workspace = WorkspaceSerializer()
+    user = serializers.CharField()
+    role = serializers.CharField()
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+    role = RoleField()
+
+    class Meta:
+        model = Membership
+        fields = ["id", "username", "role", "created_at"]
+
+
+class MembershipCreateSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    role = RoleField()
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "user",
+            "run_id",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        ]
+
+
+class ApiTokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    run_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+
+class IssuedTokenSerializer(ApiTokenSerializer):
+    token = serializers.CharField(help_text="The secret. It is shown only in this response.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.username", default=None)
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "actor",
+            "action",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "data",
+            "created_at",
+        ]

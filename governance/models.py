@@ -1,0 +1,180 @@
+"""Core models: workspaces and roles, API tokens, background jobs and the audit log."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Role(models.IntegerChoices):
+    """Ordered roles: each includes everything the ones below it may do."""
+
+    VIEWER = 10, "viewer"
+    EDITOR = 20, "editor"
+    REVIEWER = 30, "reviewer"
+    ADMIN = 40, "admin"
+
+    @classmethod
+    def from_name(cls, name: str) -> Role:
+        for role in cls:
+            if role.label == name.strip().lower():
+                return role
+        names = ", ".join(role.label for role in cls)
+        raise ValueError(f"unknown role {name!r}; choose one of {names}")
+
+
+class Workspace(models.Model):
+    slug = models.SlugField(unique=True, max_length=64)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    data_version = models.PositiveBigIntegerField(
+        default=0, help_text="Bumped whenever trace data changes; keys analytics caches."
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class WorkspaceQuerySet(models.QuerySet):
+    def for_workspace(self, workspace: Workspace):
+        return self.filter(workspace=workspace)
+
+
+class WorkspaceOwned(models.Model):
+    """Base for every domain object: it belongs to exactly one workspace."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+
+    objects = WorkspaceQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+
+class Membership(models.Model):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.PositiveSmallIntegerField(choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "user"], name="unique_membership"),
+            models.CheckConstraint(condition=models.Q(role__in=Role.values), name="valid_role"),
+        ]
+        ordering = ["workspace__name", "-role", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.workspace} as {self.get_role_display()}"
+
+    def has_role(self, required: int) -> bool:
+        return self.role >= required
+
+
+class ApiToken(models.Model):
+    """A bearer token for one user in one workspace. Only its sha256 is stored."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, help_text="Shown to identify the token; not secret.")
+    token_hash = models.CharField(max_length=64, unique=True)
+    run_id = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="If set, the token may read only this run's artifacts.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user} in {self.workspace})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    @classmethod
+    def finished(cls) -> set[str]:
+        return {cls.SUCCEEDED, cls.FAILED}
+
+
+class Job(WorkspaceOwned):
+    """A background job with visible progress, counts and line-numbered errors."""
+
+    kind = models.CharField(max_length=64)
+    label = models.CharField(max_length=300, blank=True)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    progress_done = models.PositiveBigIntegerField(default=0)
+    progress_total = models.PositiveBigIntegerField(null=True, blank=True)
+    progress_unit = models.CharField(max_length=32, blank=True, default="items")
+    params = models.JSONField(default=dict, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+    errors = models.JSONField(
+        default=list, blank=True, help_text="Input errors: [{file, line, error}], capped."
+    )
+    error_count = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, help_text="Why the job failed, if it did.")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["workspace", "kind", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in JobStatus.finished()
+
+    @property
+    def percent(self) -> int | None:
+        if not self.progress_total:
+            return 100 if self.status == JobStatus.SUCCEEDED else None
+        return min(100, int(100 * self.progress_done / self.progress_total))
+
+
+class AuditEvent(WorkspaceOwned):
+    """Who did what to which object, and when. Written by services, never edited."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    action = models.CharField(max_length=100)
+    object_type = models.CharField(max_length=100, blank=True)
+    object_id = models.CharField(max_length=64, blank=True)
+    object_repr = models.CharField(max_length=300, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["workspace", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.object_type}:{self.object_id}"

@@ -1,0 +1,354 @@
+"""Writes for the core: workspaces, memberships, API tokens, audit events and jobs."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import models, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from governance.models import (
+    ApiToken,
+    AuditEvent,
+    Job,
+    JobStatus,
+    Membership,
+    Role,
+    Workspace,
+)
+
+logger = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "cg_"
+MAX_JOB_ERRORS = 1000
+LAST_USED_RESOLUTION_SECONDS = 60
+
+
+class InputError(ValueError):
+    """Bad input from a user: reported as a clear message, never retried."""
+
+
+# --- audit -----------------------------------------------------------------
+
+
+def audit_record(
+    *,
+    workspace: Workspace,
+    actor,
+    action: str,
+    obj: models.Model | None = None,
+    data: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Record one state-changing action. Call inside the transaction that makes the change."""
+    actor_id = getattr(actor, "pk", None) if actor is not None else None
+    return AuditEvent.objects.create(
+        workspace=workspace,
+        actor_id=actor_id,
+        action=action,
+        object_type=obj._meta.label_lower if obj is not None else "",
+        object_id=str(obj.pk) if obj is not None else "",
+        object_repr=str(obj)[:300] if obj is not None else "",
+        data=data or {},
+    )
+
+
+# --- workspaces and members --------------------------------------------------
+
+
+def workspace_create(*, slug: str, name: str = "", actor=None) -> Workspace:
+    with transaction.atomic():
+        workspace = Workspace(slug=slug, name=name or slug)
+        workspace.full_clean()
+        workspace.save()
+        audit_record(workspace=workspace, actor=actor, action="workspace.create", obj=workspace)
+    return workspace
+
+
+def workspace_bump_data_version(*, workspace: Workspace) -> None:
+    Workspace.objects.filter(pk=workspace.pk).update(data_version=F("data_version") + 1)
+
+
+def membership_set(*, workspace: Workspace, user, role: int, actor=None) -> Membership:
+    """Add a member, or change the role of an existing one."""
+    with transaction.atomic():
+        membership, created = Membership.objects.select_for_update().get_or_create(
+            workspace=workspace, user=user, defaults={"role": role}
+        )
+        previous = None if created else membership.role
+        if not created and membership.role != role:
+            membership.role = role
+            membership.save(update_fields=["role"])
+        if created or previous != role:
+            audit_record(
+                workspace=workspace,
+                actor=actor,
+                action="membership.add" if created else "membership.change_role",
+                obj=membership,
+                data={
+                    "user": user.get_username(),
+                    "role": Role(role).label,
+                    "previous_role": Role(previous).label if previous else None,
+                },
+            )
+    return membership
+
+
+def membership_remove(*, membership: Membership, actor) -> None:
+    with transaction.atomic():
+        audit_record(
+            workspace=membership.workspace,
+            actor=actor,
+            action="membership.remove",
+            obj=membership,
+            data={"user": membership.user.get_username()},
+        )
+        ApiToken.objects.filter(
+            workspace=membership.workspace, user=membership.user, revoked_at__isnull=True
+        ).update(revoked_at=timezone.now())
+        membership.delete()
+
+
+def user_get_or_create(*, username: str, password: str | None = None):
+    User = get_user_model()
+    user, created = User.objects.get_or_create(username=username)
+    if password is not None:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    elif created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+# --- API tokens --------------------------------------------------------------
+
+
+def token_hash(raw: str) -> str:
+    # Tokens carry 256 bits of randomness, so a fast hash is enough: no dictionary to guess from.
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    plaintext: str = field(repr=False)
+
+
+def api_token_create(
+    *, workspace: Workspace, user, name: str = "", run_id: str = "", actor=None
+) -> IssuedToken:
+    """Issue a token. The plaintext is returned once and never stored."""
+    if not Membership.objects.filter(workspace=workspace, user=user).exists():
+        raise InputError(f"{user.get_username()} is not a member of workspace {workspace.slug}")
+    prefix = secrets.token_hex(4)
+    plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            workspace=workspace,
+            user=user,
+            name=name,
+            prefix=f"{TOKEN_PREFIX}{prefix}",
+            token_hash=token_hash(plaintext),
+            run_id=run_id,
+        )
+        audit_record(
+            workspace=workspace,
+            actor=actor or user,
+            action="api_token.create",
+            obj=token,
+            data={"name": name, "for_user": user.get_username(), "run_id": run_id},
+        )
+    return IssuedToken(token=token, plaintext=plaintext)
+
+
+def api_token_revoke(*, token: ApiToken, actor) -> ApiToken:
+    with transaction.atomic():
+        updated = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        token.refresh_from_db()
+        if updated:
+            audit_record(
+                workspace=token.workspace, actor=actor, action="api_token.revoke", obj=token
+            )
+    return token
+
+
+class TokenRejected(Exception):
+    """The presented token is unknown, revoked, or its owner is no longer a member."""
+
+
+def api_token_authenticate(*, raw: str) -> tuple[ApiToken, Membership]:
+    """Resolve a presented token, refresh last_used_at (at most once a minute)."""
+    token = (
+        ApiToken.objects.select_related("workspace", "user")
+        .filter(token_hash=token_hash(raw))
+        .first()
+    )
+    if token is None:
+        raise TokenRejected("Invalid token.")
+    if token.revoked_at is not None:
+        raise TokenRejected(f"This token was revoked on {token.revoked_at:%Y-%m-%d %H:%M} UTC.")
+    if not token.user.is_active:
+        raise TokenRejected("The token's user is inactive.")
+    membership = Membership.objects.filter(workspace=token.workspace, user=token.user).first()
+    if membership is None:
+        raise TokenRejected("The token's user is no longer a member of its workspace.")
+    now = timezone.now()
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > (
+        LAST_USED_RESOLUTION_SECONDS
+    ):
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token, membership
+
+
+# --- jobs --------------------------------------------------------------------
+
+
+def job_create(
+    *,
+    workspace: Workspace,
+    kind: str,
+    user=None,
+    label: str = "",
+    params: dict | None = None,
+    progress_total: int | None = None,
+    progress_unit: str = "items",
+) -> Job:
+    return Job.objects.create(
+        workspace=workspace,
+        kind=kind,
+        label=label[:300],
+        created_by=user if getattr(user, "pk", None) else None,
+        params=params or {},
+        progress_total=progress_total,
+        progress_unit=progress_unit,
+    )
+
+
+def job_enqueue(*, job: Job, task) -> None:
+    """Send the job's id to its Celery task once the current transaction commits."""
+    job_id = job.pk
+    transaction.on_commit(lambda: task.delay(job_id))
+
+
+class JobReporter:
+    """Progress, counts and input errors for a running job, written at most every 0.5 s."""
+
+    def __init__(self, job: Job, *, flush_interval: float = 0.5):
+        self.job = job
+        self.flush_interval = flush_interval
+        self._last_flush = 0.0
+        self.errors: list[dict] = list(job.errors or [])
+        self.error_count = job.error_count
+
+    def set_total(self, total: int | None, unit: str | None = None) -> None:
+        self.job.progress_total = total
+        if unit:
+            self.job.progress_unit = unit
+        self.flush(force=True)
+
+    def advance(self, amount: int = 1) -> None:
+        self.job.progress_done += amount
+        self.flush()
+
+    def set_done(self, done: int) -> None:
+        self.job.progress_done = done
+        self.flush()
+
+    def count(self, **increments: int) -> None:
+        counts = self.job.counts
+        for key, value in increments.items():
+            counts[key] = counts.get(key, 0) + value
+
+    def set_counts(self, **values: Any) -> None:
+        self.job.counts.update(values)
+
+    def error(self, message: str, *, file: str = "", line: int | None = None, **extra) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_JOB_ERRORS:
+            entry = {"file": file, "line": line, "error": message}
+            entry.update(extra)
+            self.errors.append(entry)
+
+    def extend_errors(self, errors: Iterable[dict]) -> None:
+        for entry in errors:
+            self.error(entry.get("error", ""), file=entry.get("file", ""), line=entry.get("line"))
+
+    def flush(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_flush < self.flush_interval:
+            return
+        self._last_flush = now
+        self.job.errors = self.errors
+        self.job.error_count = self.error_count
+        Job.objects.filter(pk=self.job.pk).update(
+            progress_done=self.job.progress_done,
+            progress_total=self.job.progress_total,
+            progress_unit=self.job.progress_unit,
+            counts=self.job.counts,
+            errors=self.errors,
+            error_count=self.error_count,
+        )
+
+
+def job_run(*, job_id: int, work: Callable[[Job, JobReporter], None]) -> Job | None:
+    """Run `work` for a job: mark it running, then succeeded, or failed with the reason.
+
+    InputError marks the job failed with its message (never retried). Other exceptions
+    mark it failed and are re-raised so a Celery task can decide about retrying.
+    """
+    job = Job.objects.filter(pk=job_id).select_related("workspace").first()
+    if job is None:
+        logger.warning("job %s vanished before it ran", job_id)
+        return None
+    if job.is_finished:
+        return job
+    Job.objects.filter(pk=job.pk).update(
+        status=JobStatus.RUNNING,
+        started_at=job.started_at or timezone.now(),
+        attempts=F("attempts") + 1,
+    )
+    job.refresh_from_db()
+    reporter = JobReporter(job)
+    try:
+        work(job, reporter)
+    except InputError as exc:
+        _job_finish(job, reporter, status=JobStatus.FAILED, error=str(exc))
+        return job
+    except Exception as exc:
+        logger.exception("job %s (%s) failed", job.pk, job.kind)
+        _job_finish(
+            job,
+            reporter,
+            status=JobStatus.FAILED,
+            error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
+        )
+        raise
+    _job_finish(job, reporter, status=JobStatus.SUCCEEDED, error="")
+    return job
+
+
+def _job_finish(job: Job, reporter: JobReporter, *, status: str, error: str) -> None:
+    reporter.flush(force=True)
+    if status == JobStatus.SUCCEEDED and job.progress_total is not None:
+        job.progress_done = max(job.progress_done, job.progress_total)
+    job.status = status
+    job.error = error[:10000]
+    job.finished_at = timezone.now()
+    Job.objects.filter(pk=job.pk).update(
+        status=job.status,
+        error=job.error,
+        finished_at=job.finished_at,
+        progress_done=job.progress_done,
+    )

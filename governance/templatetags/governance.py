@@ -1,0 +1,47 @@
+"""Template helpers: workspace-scoped URLs and compact number formatting."""
+
+from django import template
+from django.urls import reverse
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def wurl(context, name, *args, **kwargs):
+    """`{% wurl 'traces:session_detail' session.pk %}`: reverse within the current workspace."""
+    workspace = context.get("workspace") or context["request"].workspace
+    if kwargs:
+        return reverse(name, kwargs={"workspace": workspace.slug, **kwargs})
+    return reverse(name, args=[workspace.slug, *args])
+
+
+@register.filter
+def tokens(value):
+    """12345 -> '12.3k', 2500000 -> '2.50M'."""
+    if value is None or value == "":
+        return "–"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return value
+    sign = "-" if number < 0 else ""
+    number = abs(number)
+    if number >= 1_000_000:
+        return f"{sign}{number / 1_000_000:.2f}M"
+    if number >= 10_000:
+        return f"{sign}{number / 1000:.0f}k"
+    if number >= 1000:
+        return f"{sign}{number / 1000:.1f}k"
+    return f"{sign}{number:.0f}"
+
+
+@register.filter
+def pct(value, digits=1):
+    if value is None:
+        return "–"
+    return f"{100 * float(value):.{int(digits)}f}%"
+
+
+@register.filter
+def get_item(mapping, key):
+    return mapping.get(key) if hasattr(mapping, "get") else None

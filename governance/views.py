@@ -1,0 +1,283 @@
+"""Shared base views (workspace scoping, roles, lists with filters) and the core pages."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db import connection
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views import View
+from django.views.decorators.cache import never_cache
+from django.views.generic import TemplateView
+from django_htmx.http import HttpResponseStopPolling
+
+from governance import forms, selectors, services
+from governance.htmx import htmx_partial
+from governance.models import ApiToken, Role
+from governance.selectors import membership_get, memberships_for_user
+
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+class WorkspaceMixin:
+    """Resolve `<workspace>` from the URL; 404 unless the user is a member; check roles.
+
+    `read_role` guards safe methods and `write_role` guards the rest, on the server.
+    """
+
+    read_role: int = Role.VIEWER
+    write_role: int = Role.EDITOR
+
+    def dispatch(self, request, *args, **kwargs):
+        membership = membership_get(user=request.user, workspace_slug=kwargs.pop("workspace"))
+        request.workspace = membership.workspace
+        request.membership = membership
+        self.workspace = membership.workspace
+        self.membership = membership
+        needed = self.read_role if request.method in SAFE_METHODS else self.write_role
+        if membership.role < needed:
+            raise PermissionDenied(
+                f"This needs the {Role(needed).label} role; you are {Role(membership.role).label}."
+            )
+        if request.session.get("workspace") != membership.workspace.slug:
+            request.session["workspace"] = membership.workspace.slug
+        return super().dispatch(request, *args, **kwargs)
+
+    def wreverse(self, name: str, *args) -> str:
+        return reverse(name, args=[self.workspace.slug, *args])
+
+
+class WorkspaceTemplateView(WorkspaceMixin, TemplateView):
+    pass
+
+
+class WorkspaceListView(WorkspaceMixin, View):
+    """A filterable, sortable, paginated list. One FilterSet serves the page and the API.
+
+    Subclasses set `template_name`, `get_queryset()`, optionally `filterset_class`,
+    `sort_fields` ({param: ordering expression}) and `default_sort`. For htmx requests only
+    the `results` region of the template is rendered.
+    """
+
+    template_name: str = ""
+    filterset_class = None
+    paginate_by = 50
+    sort_fields: dict[str, str] = {}
+    default_sort: str = ""
+    region = "results"
+
+    def get_queryset(self):
+        raise NotImplementedError
+
+    def get_context_data(self, **kwargs) -> dict:
+        return kwargs
+
+    def get(self, request, *args, **kwargs):
+        queryset = self.get_queryset()
+        filterset = None
+        if self.filterset_class is not None:
+            filterset = self.filterset_class(
+                request.GET or None, queryset=queryset, request=request
+            )
+            queryset = filterset.qs if filterset.is_bound and filterset.is_valid() else queryset
+        sort = request.GET.get("sort", self.default_sort)
+        key = sort.lstrip("-")
+        if key in self.sort_fields:
+            expression = self.sort_fields[key]
+            queryset = queryset.order_by(
+                f"-{expression}" if sort.startswith("-") else expression, "-pk"
+            )
+        else:
+            sort = ""
+        paginator = Paginator(queryset, self.paginate_by)
+        page = paginator.get_page(request.GET.get("page"))
+        context = self.get_context_data(
+            filterset=filterset,
+            page_obj=page,
+            object_list=page.object_list,
+            paginator=paginator,
+            sort=sort,
+        )
+        template = (
+            f"{self.template_name}#{self.region}" if htmx_partial(request) else self.template_name
+        )
+        return render(request, template, context)
+
+
+# --- core pages -------------------------------------------------------------
+
+
+@login_not_required
+@never_cache
+def healthz(request):
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception:
+        return JsonResponse({"status": "unavailable", "database": "down"}, status=503)
+    return JsonResponse({"status": "ok", "database": "up"})
+
+
+def home(request):
+    """Send the user to their last workspace, or explain that they have none."""
+    memberships = list(memberships_for_user(user=request.user))
+    if not memberships:
+        return render(request, "governance/no_workspace.html", status=200)
+    preferred = request.session.get("workspace")
+    chosen = next((m for m in memberships if m.workspace.slug == preferred), memberships[0])
+    return redirect("dashboard", workspace=chosen.workspace.slug)
+
+
+def workspace_switch(request):
+    slug = request.POST.get("workspace") or request.GET.get("workspace", "")
+    membership = membership_get(user=request.user, workspace_slug=slug)
+    request.session["workspace"] = membership.workspace.slug
+    return redirect("dashboard", workspace=membership.workspace.slug)
+
+
+class DashboardView(WorkspaceTemplateView):
+    template_name = "governance/dashboard.html"
+
+    def get_context_data(self, **kwargs):
+        from governance.dashboard import cards_for
+
+        return super().get_context_data(
+            cards=cards_for(self.workspace),
+            recent_jobs=selectors.jobs_for(workspace=self.workspace)[:5],
+            recent_events=selectors.audit_events_for(workspace=self.workspace)[:8],
+            **kwargs,
+        )
+
+
+class JobDetailView(WorkspaceTemplateView):
+    """A job's progress, counts and errors; the progress region polls until the job ends."""
+
+    template_name = "governance/job_detail.html"
+
+    def get(self, request, *args, **kwargs):
+        job = selectors.job_get(workspace=self.workspace, pk=kwargs["pk"])
+        context = {"job": job}
+        if htmx_partial(request):
+            response = render(request, f"{self.template_name}#progress", context)
+            if job.is_finished:
+                response.status_code = HttpResponseStopPolling.status_code
+            return response
+        return render(request, self.template_name, context)
+
+
+class JobListView(WorkspaceListView):
+    template_name = "governance/job_list.html"
+    sort_fields = {"created": "created_at", "kind": "kind", "status": "status"}
+    default_sort = "-created"
+
+    def get_queryset(self):
+        return selectors.jobs_for(workspace=self.workspace)
+
+
+class AuditLogView(WorkspaceListView):
+    template_name = "governance/audit_log.html"
+    paginate_by = 100
+
+    def get_queryset(self):
+        events = selectors.audit_events_for(workspace=self.workspace)
+        action = self.request.GET.get("action")
+        return events.filter(action__startswith=action) if action else events
+
+
+class MembersView(WorkspaceTemplateView):
+    """Members and their roles. Everyone sees the list; admins add, re-role and remove."""
+
+    template_name = "governance/members.html"
+    write_role = Role.ADMIN
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(
+            members=selectors.workspace_members(workspace=self.workspace),
+            roles=[role.label for role in Role],
+            **kwargs,
+        )
+
+    def post(self, request, *args, **kwargs):
+        if "remove" in request.POST:
+            membership = (
+                selectors.workspace_members(workspace=self.workspace)
+                .filter(pk=request.POST["remove"])
+                .first()
+            )
+            if membership is None:
+                raise Http404("No such member.")
+            if membership.user == request.user:
+                messages.error(request, "You cannot remove yourself.")
+            else:
+                services.membership_remove(membership=membership, actor=request.user)
+                messages.success(request, f"Removed {membership.user.username}.")
+            return redirect("members", workspace=self.workspace.slug)
+        form = forms.MemberForm(request.POST)
+        if form.is_valid():
+            user = get_user_model().objects.filter(username=form.cleaned_data["username"]).first()
+            if user is None:
+                form.add_error("username", "No user with this username. Ask them to sign up first.")
+            else:
+                services.membership_set(
+                    workspace=self.workspace,
+                    user=user,
+                    role=Role.from_name(form.cleaned_data["role"]),
+                    actor=request.user,
+                )
+                messages.success(request, f"{user.username} is now {form.cleaned_data['role']}.")
+                return redirect("members", workspace=self.workspace.slug)
+        context = self.get_context_data(form=form)
+        return render(request, self.template_name, context, status=400)
+
+
+class TokensView(WorkspaceTemplateView):
+    """Your API tokens. A new token is shown once, then only its prefix."""
+
+    template_name = "governance/tokens.html"
+    write_role = Role.VIEWER
+
+    def get_context_data(self, **kwargs):
+        user_filter = None if self.membership.role >= Role.ADMIN else self.request.user
+        return super().get_context_data(
+            tokens=selectors.api_tokens_for(workspace=self.workspace, user=user_filter),
+            form=kwargs.pop("form", forms.TokenForm()),
+            **kwargs,
+        )
+
+    def post(self, request, *args, **kwargs):
+        if "revoke" in request.POST:
+            tokens = ApiToken.objects.filter(workspace=self.workspace)
+            if self.membership.role < Role.ADMIN:
+                tokens = tokens.filter(user=request.user)
+            token = tokens.filter(pk=request.POST["revoke"]).first()
+            if token is None:
+                raise Http404("No such token.")
+            services.api_token_revoke(token=token, actor=request.user)
+            messages.success(request, f"Revoked {token.prefix}…")
+            return redirect("tokens", workspace=self.workspace.slug)
+        form = forms.TokenForm(request.POST)
+        if not form.is_valid():
+            return render(request, self.template_name, self.get_context_data(form=form), status=400)
+        issued = services.api_token_create(
+            workspace=self.workspace, user=request.user, actor=request.user, **form.cleaned_data
+        )
+        response = render(request, self.template_name, self.get_context_data(issued=issued))
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+def csrf_failure(request, reason=""):
+    return render(
+        request,
+        "403_csrf.html",
+        {
+            "reason": "Your form expired or was sent from another site. Reload the page and try again."
+        },
+        status=403,
+    )

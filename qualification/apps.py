@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class QualificationConfig(AppConfig):
+    name = "qualification"
+    verbose_name = "Qualification"
+    default_auto_field = "django.db.models.BigAutoField"

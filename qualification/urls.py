@@ -1,0 +1,5 @@
+"""Pages under /w/<workspace>/qualification/."""
+
+app_name = "qualification"
+
+urlpatterns: list = []

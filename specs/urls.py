@@ -1,0 +1,5 @@
+"""Pages under /w/<workspace>/specs/."""
+
+app_name = "specs"
+
+urlpatterns: list = []

@@ -1,0 +1,232 @@
+"""Shared fixtures: workspaces, one member per role, signed-in clients, API clients, Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+from rest_framework.test import APIClient
+
+from governance.celery import app as celery_app
+from governance.models import Role, Workspace
+from governance.services import (
+    api_token_create,
+    membership_set,
+    user_get_or_create,
+    workspace_create,
+)
+
+SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+ROLES = ["viewer", "editor", "reviewer", "admin"]
+PASSWORD = "correct-horse-battery-staple"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests whose real services are absent, unless CI said they are required."""
+    on_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    has_broker = bool(os.environ.get("CELERY_BROKER_URL"))
+    has_chromium = Path(CHROMIUM).exists()
+    require = set(filter(None, os.environ.get("GOVERNANCE_REQUIRE", "").split(",")))
+    for item in items:
+        if "postgres" in item.keywords and not on_postgres:
+            if "postgres" in require:
+                raise pytest.UsageError(
+                    "PostgreSQL tests are required but DATABASE_URL is not PostgreSQL"
+                )
+            item.add_marker(pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL)"))
+        if "celery_worker" in item.keywords and not has_broker:
+            if "celery" in require:
+                raise pytest.UsageError(
+                    "Celery worker tests are required but CELERY_BROKER_URL is unset"
+                )
+            item.add_marker(pytest.mark.skip(reason="needs a broker (set CELERY_BROKER_URL)"))
+        if "browser" in item.keywords and not has_chromium:
+            if "browser" in require:
+                raise pytest.UsageError(f"browser tests are required but {CHROMIUM} is missing")
+            item.add_marker(pytest.mark.skip(reason=f"needs Debian's Chromium at {CHROMIUM}"))
+
+
+@pytest.fixture(autouse=True)
+def _tasks_in_process(request):
+    """Run tasks in-process unless the test asks for a real worker."""
+    if "celery_worker" in request.keywords:
+        yield
+        return
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = previous
+
+
+@pytest.fixture(autouse=True)
+def _test_settings(tmp_path, settings):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    # Password hashing is deliberately slow; tests only need it to be correct.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    yield
+
+
+@pytest.fixture
+def shared_fixtures() -> Path:
+    """The real third-party samples in ../shared/fixtures; skip when absent (a user's clone)."""
+    if not SHARED_FIXTURES.is_dir():
+        pytest.skip("../shared/fixtures is not present on this machine")
+    return SHARED_FIXTURES
+
+
+@pytest.fixture
+def workspace(db) -> Workspace:
+    return workspace_create(slug="team-a", name="Team A")
+
+
+@pytest.fixture
+def other_workspace(db) -> Workspace:
+    return workspace_create(slug="team-b", name="Team B")
+
+
+@pytest.fixture
+def members(workspace):
+    """One user per role in `workspace`: {'viewer': user, …}."""
+    users = {}
+    for role in ROLES:
+        user = user_get_or_create(username=f"{role}-a", password=PASSWORD)
+        membership_set(workspace=workspace, user=user, role=Role.from_name(role))
+        users[role] = user
+    return users
+
+
+@pytest.fixture
+def outsider(other_workspace):
+    """An admin of the other workspace, and a member of nothing else."""
+    user = user_get_or_create(username="outsider", password=PASSWORD)
+    membership_set(workspace=other_workspace, user=user, role=Role.ADMIN)
+    return user
+
+
+@pytest.fixture
+def client_for(members):
+    def make(role: str) -> Client:
+        client = Client()
+        client.force_login(members[role])
+        return client
+
+    return make
+
+
+@pytest.fixture
+def api_for(members, workspace):
+    """An APIClient authenticated with a fresh bearer token for the given role."""
+
+    def make(
+        role: str, *, target_workspace: Workspace | None = None, run_id: str = ""
+    ) -> APIClient:
+        issued = api_token_create(
+            workspace=target_workspace or workspace,
+            user=members[role],
+            name=f"{role} test",
+            run_id=run_id,
+        )
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.plaintext}")
+        client.token = issued
+        return client
+
+    return make
+
+
+@pytest.fixture
+def run_on_commit(django_capture_on_commit_callbacks):
+    """Run on_commit callbacks (task enqueues) inside a test transaction."""
+
+    def wrap():
+        return django_capture_on_commit_callbacks(execute=True)
+
+    return wrap
+
+
+def is_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+# --- browser -----------------------------------------------------------------
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(15000)
+    page = context.new_page()
+    page.base_url = live_server.url
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def login(page):
+    def do(username: str, password: str = PASSWORD):
+        page.goto(f"{page.base_url}/accounts/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_load_state("networkidle")
+
+    return do
+
+
+@pytest.fixture
+def screenshot(page):
+    """Save a screenshot when GOVERNANCE_SCREENSHOTS names a folder (for looking at pages)."""
+
+    def shoot(name: str):
+        folder = os.environ.get("GOVERNANCE_SCREENSHOTS")
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+    return shoot
+
+
+def copy_fixture(src: Path, dest_dir: Path) -> Path:
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    target = dest_dir / src.name
+    shutil.copyfile(src, target)
+    return target
+
+
+@pytest.fixture
+def celery_worker(transactional_db):
+    """A real Celery worker thread consuming from the configured broker (Redis in CI)."""
+    from celery.contrib.testing.worker import start_worker
+
+    celery_app.conf.task_always_eager = False
+    with start_worker(
+        celery_app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
+    ):
+        yield

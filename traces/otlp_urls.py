@@ -1,0 +1,3 @@
+"""The OTLP/HTTP receiver lives at the root (/v1/traces), as OTLP exporters expect."""
+
+urlpatterns: list = []

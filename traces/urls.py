@@ -1,0 +1,5 @@
+"""Pages under /w/<workspace>/traces/."""
+
+app_name = "traces"
+
+urlpatterns: list = []
