@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "governance",
     "traces",
     "qualification",
+    "qualification.contextfiles",
     "specs",
     "artifacts",
 ]

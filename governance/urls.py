@@ -12,6 +12,7 @@ api_v1 = [
     path("", include("governance.api.urls")),
     path("", include("traces.api.urls")),
     path("", include("qualification.api.urls")),
+    path("", include("qualification.contextfiles.api.urls")),
     path("", include("specs.api.urls")),
     path("", include("artifacts.api.urls")),
 ]
@@ -25,6 +26,7 @@ workspace_pages = [
     path("settings/audit/", views.AuditLogView.as_view(), name="audit_log"),
     path("traces/", include("traces.urls")),
     path("qualification/", include("qualification.urls")),
+    path("context-files/", include("qualification.contextfiles.urls")),
     path("specs/", include("specs.urls")),
     path("artifacts/", include("artifacts.urls")),
 ]

@@ -1,1 +1,353 @@
-"""Traces models."""
+"""Trace models: raw uploads, sessions, agents, deduplicated calls, compactions, runs, file touches.
+
+Calls are the table that grows with traffic. It has no foreign keys pointing into it
+except from per-call text, and every read filters by session or by workspace and time,
+so it can be partitioned by time without changing the code that reads it.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from governance.models import WorkspaceOwned
+
+
+class Harness(models.TextChoices):
+    CLAUDE_CODE = "claude-code", "Claude Code"
+    CODEX = "codex", "Codex CLI"
+    OTLP = "otlp", "OpenTelemetry"
+
+
+class UploadSource(models.TextChoices):
+    WEB = "web"
+    API = "api"
+    CLI = "cli"
+    OTLP = "otlp"
+    DEMO = "demo"
+
+
+def raw_upload_path(instance, filename):
+    # Server-generated name: never a client-supplied path.
+    return f"raw/{instance.workspace_id}/{instance.sha256[:2]}/{instance.sha256}"
+
+
+class RawUpload(WorkspaceOwned):
+    """An uploaded file exactly as received, kept as evidence. The same bytes are stored once."""
+
+    sha256 = models.CharField(max_length=64)
+    original_name = models.CharField(max_length=500)
+    size = models.PositiveBigIntegerField()
+    content_type = models.CharField(max_length=100, blank=True)
+    file = models.FileField(upload_to=raw_upload_path, max_length=300)
+    source = models.CharField(max_length=8, choices=UploadSource.choices)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    job = models.ForeignKey(
+        "governance.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "sha256"], name="raw_upload_unique_bytes")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.original_name} ({self.sha256[:12]})"
+
+
+class IngestedFile(WorkspaceOwned):
+    """One transcript file (or archive member) that was parsed, with what it yielded."""
+
+    upload = models.ForeignKey(RawUpload, on_delete=models.CASCADE, related_name="files")
+    member = models.CharField(
+        max_length=1000, help_text="Path inside the archive, or the file name."
+    )
+    sha256 = models.CharField(max_length=64)
+    harness = models.CharField(max_length=16, choices=Harness.choices, blank=True)
+    lines = models.PositiveIntegerField(default=0)
+    calls = models.PositiveIntegerField(default=0)
+    duplicates_dropped = models.PositiveIntegerField(default=0)
+    malformed_lines = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "sha256"], name="ingested_file_unique_bytes"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.member
+
+
+class Session(WorkspaceOwned):
+    """One agent session as the harness saw it (a Claude session id, a Codex rollout, an OTel conversation)."""
+
+    harness = models.CharField(max_length=16, choices=Harness.choices)
+    external_id = models.CharField(max_length=200)
+    project = models.CharField(
+        max_length=1000, blank=True, help_text="Project or working directory."
+    )
+    git_branch = models.CharField(max_length=300, blank=True)
+    harness_version = models.CharField(max_length=64, blank=True)
+    title = models.CharField(max_length=500, blank=True)
+    model_names = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # Totals, refreshed whenever the session's calls change.
+    agent_count = models.PositiveIntegerField(default=0)
+    call_count = models.PositiveIntegerField(default=0)
+    compaction_count = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    cache_creation_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    max_context = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "harness", "external_id"], name="session_unique_external_id"
+            )
+        ]
+        indexes = [models.Index(fields=["workspace", "-started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_harness_display()} {self.external_id[:12]}"
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.cache_creation_tokens
+            + self.cache_read_tokens
+            + self.output_tokens
+        )
+
+
+class AgentKind(models.TextChoices):
+    MAIN = "main"
+    SUBAGENT = "subagent"
+    COMPACTION = "compaction", "compaction summariser"
+
+
+class StartKind(models.TextChoices):
+    FRESH = "fresh"
+    FORK = "fork"
+    UNKNOWN = "unknown"
+
+
+class Agent(WorkspaceOwned):
+    """One context window lineage: the main thread or a subagent, with its own calls."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="agents")
+    external_id = models.CharField(max_length=200, help_text="'main' or the harness's agent id.")
+    kind = models.CharField(max_length=16, choices=AgentKind.choices, default=AgentKind.MAIN)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    start_kind = models.CharField(
+        max_length=8, choices=StartKind.choices, default=StartKind.UNKNOWN
+    )
+    agent_type = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    spawn_tool_call_id = models.CharField(max_length=200, blank=True)
+    initial_context = models.PositiveBigIntegerField(null=True, blank=True)
+    call_count = models.PositiveIntegerField(default=0)
+    max_context = models.PositiveBigIntegerField(default=0)
+    total_tokens = models.PositiveBigIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session_id", "started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "external_id"], name="agent_unique_in_session"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return "main" if self.kind == AgentKind.MAIN else f"subagent {self.external_id[:16]}"
+
+
+class Call(WorkspaceOwned):
+    """One deduplicated model API call with its token usage and the context it carried."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="calls")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="calls")
+    key = models.CharField(
+        max_length=300, help_text="Dedup key: message id + request id, response id, span id."
+    )
+    session_index = models.PositiveIntegerField(
+        default=0, help_text="0-based position among the session's calls, ordered by time."
+    )
+    agent_index = models.PositiveIntegerField(default=0)
+    timestamp = models.DateTimeField(db_index=True)
+    model = models.CharField(max_length=200, blank=True)
+    input_tokens = models.PositiveBigIntegerField(default=0, help_text="Uncached input.")
+    cache_creation_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0, help_text="Includes reasoning.")
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)
+    context_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="Prompt size of the call, by the harness's own semantics."
+    )
+    is_sidechain = models.BooleanField(default=False)
+    tool_names = models.CharField(max_length=1000, blank=True, help_text="Space-separated.")
+    source_line = models.PositiveIntegerField(null=True, blank=True)
+    source_file = models.ForeignKey(
+        IngestedFile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["session_id", "session_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "key"], name="call_unique_key_in_session")
+        ]
+        indexes = [
+            models.Index(fields=["session", "session_index"]),
+            models.Index(fields=["agent", "agent_index"]),
+            models.Index(fields=["workspace", "timestamp"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"call {self.session_index} ({self.context_tokens} ctx)"
+
+    @property
+    def billed_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.cache_creation_tokens
+            + self.cache_read_tokens
+            + self.output_tokens
+        )
+
+
+class CallText(models.Model):
+    """The call's messages, tool calls and tool results: zlib-compressed JSON, keyed by call."""
+
+    call = models.OneToOneField(
+        Call, primary_key=True, on_delete=models.CASCADE, related_name="text"
+    )
+    data = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"text of call {self.call_id}"
+
+
+class CompactionTrigger(models.TextChoices):
+    AUTO = "auto"
+    MANUAL = "manual"
+    UNKNOWN = "unknown"
+
+
+class Compaction(WorkspaceOwned):
+    """A compaction boundary: what the window held before, what survived, and what it cost."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compactions")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="compactions")
+    key = models.CharField(max_length=300)
+    kind = models.CharField(max_length=16, default="full", help_text="full or micro.")
+    timestamp = models.DateTimeField(null=True, blank=True)
+    trigger = models.CharField(
+        max_length=8, choices=CompactionTrigger.choices, default=CompactionTrigger.UNKNOWN
+    )
+    before_call_index = models.IntegerField(
+        null=True, blank=True, help_text="Session index of the last call before the boundary."
+    )
+    after_call_index = models.IntegerField(
+        null=True, blank=True, help_text="Session index of the first call after the boundary."
+    )
+    pre_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    post_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    summary_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveBigIntegerField(null=True, blank=True)
+    source_line = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session_id", "timestamp", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "key"], name="compaction_unique_key_in_session"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"compaction {self.pre_tokens}→{self.post_tokens}"
+
+
+class TaskType(models.TextChoices):
+    CODE_UNDERSTANDING = "code_understanding", "code understanding"
+    RESEARCH = "research"
+    BUILDING = "building"
+    QA = "qa", "QA / dogfooding"
+    PR_TO_MERGE = "pr_to_merge", "driving a PR to merge"
+    UNCLASSIFIED = "unclassified"
+
+
+class Run(WorkspaceOwned):
+    """A context window as it was experienced: from a start or boundary to the next boundary."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
+    index = models.PositiveIntegerField(help_text="0-based position among the agent's runs.")
+    started_by = models.ForeignKey(
+        Compaction, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    first_call_index = models.PositiveIntegerField()
+    last_call_index = models.PositiveIntegerField()
+    call_count = models.PositiveIntegerField()
+    max_context = models.PositiveBigIntegerField()
+    median_context = models.PositiveBigIntegerField()
+    task_type = models.CharField(
+        max_length=24, choices=TaskType.choices, default=TaskType.UNCLASSIFIED
+    )
+    task_type_reason = models.CharField(max_length=500, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session_id", "agent_id", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "index"], name="run_unique_index_in_agent")
+        ]
+        indexes = [models.Index(fields=["workspace", "max_context"])]
+
+    def __str__(self) -> str:
+        return f"run {self.index} of {self.agent}"
+
+
+class TouchMode(models.TextChoices):
+    READ = "read"
+    EDIT = "edit"
+
+
+class FileTouch(WorkspaceOwned):
+    """A file path read or edited by a call, with its token position for reference distances."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="file_touches")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="file_touches")
+    run_index = models.PositiveIntegerField(default=0)
+    call_index = models.PositiveIntegerField()
+    path = models.CharField(max_length=1000)
+    mode = models.CharField(max_length=8, choices=TouchMode.choices)
+    token_position = models.PositiveBigIntegerField(
+        help_text="Cumulative tokens the agent had ingested when it touched the file."
+    )
+
+    class Meta:
+        ordering = ["session_id", "call_index"]
+        indexes = [models.Index(fields=["agent", "path"])]
+
+    def __str__(self) -> str:
+        return f"{self.mode} {self.path}"

@@ -1,0 +1,1 @@
+"""Standing context files, their instruction ledger, and pre-registered with/without evaluations."""

@@ -1,0 +1,5 @@
+"""Pages under /w/<workspace>/context-files/."""
+
+app_name = "contextfiles"
+
+urlpatterns: list = []
