@@ -1,0 +1,1 @@
+"""Pure statistics for qualification sweeps and paired comparisons. No Django imports here."""
