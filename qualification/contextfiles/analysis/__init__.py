@@ -1,0 +1,1 @@
+"""Pure analysis for context files: parsing, categories, instruction diffs, drift checks, charts."""

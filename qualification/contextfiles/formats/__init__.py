@@ -1,0 +1,1 @@
+"""Pure readers for uploads: repository listings and evaluation trials."""
