@@ -203,7 +203,10 @@ class Call(WorkspaceOwned):
         default=0, help_text="Prompt size of the call, by the harness's own semantics."
     )
     is_sidechain = models.BooleanField(default=False)
-    tool_names = models.CharField(max_length=1000, blank=True, help_text="Space-separated.")
+    tool_names = models.TextField(
+        blank=True, help_text="Space-separated tool signature tokens, e.g. 'Read Edit Bash:pytest'."
+    )
+    touches = models.TextField(blank=True, help_text="File touches, one 'mode<TAB>path' per line.")
     source_line = models.PositiveIntegerField(null=True, blank=True)
     source_file = models.ForeignKey(
         IngestedFile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -271,6 +274,10 @@ class Compaction(WorkspaceOwned):
     pre_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     post_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     summary_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    summary_estimated = models.BooleanField(
+        default=False,
+        help_text="True when the summary size is estimated from its text (≈4 chars/token).",
+    )
     duration_ms = models.PositiveBigIntegerField(null=True, blank=True)
     source_line = models.PositiveIntegerField(null=True, blank=True)
 

@@ -2,6 +2,11 @@
 
 from rest_framework.routers import SimpleRouter
 
+from traces.api import views
+
 router = SimpleRouter()
+router.register("trace-uploads", views.TraceUploadViewSet, basename="trace-upload")
+router.register("ingest-jobs", views.IngestJobViewSet, basename="ingest-job")
+router.register("sessions", views.SessionViewSet, basename="session")
 
 urlpatterns = [*router.urls]

@@ -1,0 +1,1 @@
+"""Pure trace analytics: plain data in, dataclasses out. Nothing here imports Django."""

@@ -1,0 +1,94 @@
+"""Serializers for the traces API."""
+
+from rest_framework import serializers
+
+from governance.api.serializers import JobSerializer
+from traces.models import Agent, Call, Compaction, Run, Session
+
+
+class TokensSerializer(serializers.Serializer):
+    input = serializers.IntegerField(source="input_tokens")
+    cache_creation = serializers.IntegerField(source="cache_creation_tokens")
+    cache_read = serializers.IntegerField(source="cache_read_tokens")
+    output = serializers.IntegerField(source="output_tokens")
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    agents = serializers.IntegerField(source="agent_count")
+    calls = serializers.IntegerField(source="call_count")
+    compactions = serializers.IntegerField(source="compaction_count")
+    tokens = TokensSerializer(source="*")
+    models = serializers.ListField(source="model_names", child=serializers.CharField())
+
+    class Meta:
+        model = Session
+        fields = [
+            "id", "external_id", "harness", "title", "project", "git_branch", "harness_version", "models",
+            "started_at", "ended_at", "agents", "calls", "compactions", "tokens", "max_context",
+        ]  # fmt: skip
+
+
+class CallSerializer(serializers.ModelSerializer):
+    call_index = serializers.IntegerField(source="session_index")
+    agent = serializers.IntegerField(source="agent_id")
+    tokens = TokensSerializer(source="*")
+    tools = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Call
+        fields = [
+            "id", "call_index", "agent", "agent_index", "key", "timestamp", "model", "tokens",
+            "reasoning_tokens", "context_tokens", "is_sidechain", "tools",
+        ]  # fmt: skip
+
+    def get_tools(self, call) -> list[str]:
+        return call.tool_names.split()
+
+
+class CompactionSerializer(serializers.ModelSerializer):
+    agent = serializers.IntegerField(source="agent_id")
+
+    class Meta:
+        model = Compaction
+        fields = [
+            "id", "agent", "kind", "timestamp", "trigger", "pre_tokens", "post_tokens", "summary_tokens",
+            "summary_estimated", "duration_ms", "before_call_index", "after_call_index",
+        ]  # fmt: skip
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    parent = serializers.IntegerField(source="parent_id", allow_null=True)
+
+    class Meta:
+        model = Agent
+        fields = [
+            "id", "external_id", "kind", "parent", "start_kind", "agent_type", "description",
+            "spawn_tool_call_id", "initial_context", "call_count", "max_context", "total_tokens",
+            "started_at", "ended_at",
+        ]  # fmt: skip
+
+
+class RunSerializer(serializers.ModelSerializer):
+    agent = serializers.IntegerField(source="agent_id")
+
+    class Meta:
+        model = Run
+        fields = [
+            "id", "agent", "index", "first_call_index", "last_call_index", "call_count", "max_context",
+            "median_context", "task_type", "task_type_reason", "started_at", "ended_at",
+        ]  # fmt: skip
+
+
+class TraceUploadSerializer(serializers.Serializer):
+    files = serializers.ListField(
+        child=serializers.FileField(),
+        help_text="One or more transcript files or archives (repeat the `files` field).",
+    )
+    format = serializers.ChoiceField(
+        choices=["auto", "claude-code", "codex", "otlp-json"], default="auto", required=False
+    )
+
+
+class TraceUploadAcceptedSerializer(serializers.Serializer):
+    job = JobSerializer()
+    job_url = serializers.URLField()

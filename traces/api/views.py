@@ -1,0 +1,140 @@
+"""Traces API: uploads, sessions with their calls, compactions, agents and runs, ingest jobs."""
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+
+from governance.api.serializers import JobSerializer
+from governance.api.viewsets import WorkspaceScopedMixin
+from governance.models import Job, Role
+from traces import selectors
+from traces.api import serializers
+from traces.filters import SessionFilter
+from traces.models import Session, UploadSource
+from traces.services import JOB_KIND, UploadTooLarge, trace_uploads_receive
+
+
+class PayloadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "payload_too_large"
+
+
+class TraceUploadViewSet(viewsets.GenericViewSet):
+    """Upload transcripts or archives; they are stored durably, then ingested as a job."""
+
+    parser_classes = [MultiPartParser]
+    serializer_class = serializers.TraceUploadSerializer
+    write_role = Role.EDITOR
+
+    @extend_schema(
+        request=serializers.TraceUploadSerializer,
+        responses={202: serializers.TraceUploadAcceptedSerializer},
+        summary="Upload trace files",
+        description=(
+            "Multipart upload of one or more files (field `files`, repeated): Claude Code session "
+            "JSONL, Codex rollout JSONL, OTLP/JSON, or .zip/.tar.gz archives of whole folders. The raw "
+            "bytes are committed before the 202 answer. Poll `job_url` for progress, counts and "
+            "line-numbered errors. Over the size limit: 413."
+        ),
+    )
+    def create(self, request):
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        if length > settings.GOVERNANCE_MAX_UPLOAD_BYTES:
+            raise PayloadTooLarge(
+                f"Request body is {length:,} bytes; the limit is {settings.GOVERNANCE_MAX_UPLOAD_BYTES:,} bytes."
+            )
+        files = request.FILES.getlist("files") or list(request.FILES.values())
+        payload = serializers.TraceUploadSerializer(
+            data={"files": files, "format": request.data.get("format", "auto")}
+        )
+        payload.is_valid(raise_exception=True)
+        try:
+            job = trace_uploads_receive(
+                workspace=request.workspace,
+                user=request.user,
+                files=payload.validated_data["files"],
+                source=UploadSource.API,
+                fmt=payload.validated_data["format"],
+            )
+        except UploadTooLarge as exc:
+            raise PayloadTooLarge(str(exc)) from None
+        job.refresh_from_db()
+        job_url = request.build_absolute_uri(f"/api/v1/ingest-jobs/{job.pk}/")
+        return Response(
+            {"job": JobSerializer(job, context={"request": request}).data, "job_url": job_url},
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": job_url},
+        )
+
+
+class IngestJobViewSet(WorkspaceScopedMixin, viewsets.ReadOnlyModelViewSet):
+    """Trace ingest jobs: progress, counts (calls, duplicates dropped, malformed lines…) and errors."""
+
+    queryset = Job.objects.filter(kind=JOB_KIND).select_related("created_by")
+    serializer_class = JobSerializer
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("harness", str, description="claude-code, codex or otlp"),
+        OpenApiParameter(
+            "model", str, description="Sessions with a call to a model containing this text"
+        ),
+        OpenApiParameter("project", str, description="Project or working directory contains"),
+        OpenApiParameter("started_after", str, description="YYYY-MM-DD"),
+        OpenApiParameter("started_before", str, description="YYYY-MM-DD"),
+    ]
+)
+class SessionViewSet(
+    WorkspaceScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Ingested sessions with token totals by class and the largest context reached."""
+
+    queryset = Session.objects.all()
+    serializer_class = serializers.SessionSerializer
+    filterset_class = SessionFilter
+    ordering_fields = ["started_at", "call_count", "max_context", "compaction_count"]
+    ordering = ["-started_at"]
+
+    @extend_schema(
+        responses=serializers.CallSerializer(many=True), summary="The session's calls, in order"
+    )
+    @action(detail=True)
+    def calls(self, request, pk=None):
+        session = self.get_object()
+        page = self.paginate_queryset(selectors.session_calls(session=session))
+        return self.get_paginated_response(serializers.CallSerializer(page, many=True).data)
+
+    @extend_schema(
+        responses=serializers.CompactionSerializer(many=True), summary="The session's compactions"
+    )
+    @action(detail=True, pagination_class=None)
+    def compactions(self, request, pk=None):
+        session = self.get_object()
+        return Response(
+            serializers.CompactionSerializer(
+                selectors.session_compactions(session=session), many=True
+            ).data
+        )
+
+    @extend_schema(responses=serializers.AgentSerializer(many=True), summary="The session's agents")
+    @action(detail=True, pagination_class=None)
+    def agents(self, request, pk=None):
+        session = self.get_object()
+        return Response(
+            serializers.AgentSerializer(selectors.session_agents(session=session), many=True).data
+        )
+
+    @extend_schema(
+        responses=serializers.RunSerializer(many=True), summary="The session's runs with task types"
+    )
+    @action(detail=True, pagination_class=None)
+    def runs(self, request, pk=None):
+        session = self.get_object()
+        return Response(
+            serializers.RunSerializer(selectors.session_runs(session=session), many=True).data
+        )

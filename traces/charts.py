@@ -1,0 +1,94 @@
+"""Plotly figures for traces. Pure: plain data in, a figure dict out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from governance.charts import base_layout, figure_dict
+
+MAX_POINTS = 5000
+
+
+@dataclass(frozen=True)
+class AgentSeries:
+    label: str
+    is_main: bool
+    index: list[int]
+    context: list[int]
+
+
+@dataclass(frozen=True)
+class CompactionMark:
+    index: int
+    pre_tokens: int | None
+    post_tokens: int | None
+    trigger: str
+
+
+def downsample_max(
+    index: list[int], values: list[int], buckets: int
+) -> tuple[list[int], list[int]]:
+    """Keep the largest value of each of `buckets` equal slices, so peaks survive."""
+    n = len(values)
+    if n <= buckets or buckets <= 0:
+        return list(index), list(values)
+    out_index, out_values = [], []
+    for b in range(buckets):
+        start, end = b * n // buckets, (b + 1) * n // buckets
+        if start == end:
+            continue
+        peak = max(range(start, end), key=values.__getitem__)
+        out_index.append(index[peak])
+        out_values.append(values[peak])
+    return out_index, out_values
+
+
+def context_timeline(
+    series: list[AgentSeries], compactions: list[CompactionMark], max_points: int = MAX_POINTS
+) -> tuple[dict, bool]:
+    """Context per call, one trace per agent, compaction boundaries as markers.
+
+    Returns (figure, downsampled).
+    """
+    total = sum(len(s.index) for s in series)
+    downsampled = total > max_points
+    figure = go.Figure()
+    for s in series:
+        budget = max(50, max_points * len(s.index) // total) if downsampled else len(s.index)
+        x, y = downsample_max(s.index, s.context, budget)
+        figure.add_trace(
+            go.Scattergl(
+                x=x,
+                y=y,
+                mode="lines+markers" if len(x) < 400 else "lines",
+                name=s.label,
+                line={"width": 2.5 if s.is_main else 1.2},
+                marker={"size": 4},
+                opacity=1.0 if s.is_main else 0.75,
+                hovertemplate="call %{x}<br>context %{y:,} tokens<extra>" + s.label + "</extra>",
+            )
+        )
+    if compactions:
+        figure.add_trace(
+            go.Scatter(
+                x=[c.index for c in compactions],
+                y=[c.pre_tokens or 0 for c in compactions],
+                mode="markers",
+                name="compaction",
+                marker={"symbol": "x", "size": 11, "color": "#a4262c", "line": {"width": 1}},
+                customdata=[[c.post_tokens or 0, c.trigger] for c in compactions],
+                hovertemplate="compaction (%{customdata[1]})<br>before %{y:,} → after %{customdata[0]:,}<extra></extra>",
+            )
+        )
+        for c in compactions:
+            figure.add_vline(x=c.index, line={"color": "#a4262c", "width": 1, "dash": "dot"})
+    figure.update_layout(
+        **base_layout(
+            height=360,
+            xaxis={"title": "call (session order)"},
+            yaxis={"title": "context (tokens)", "rangemode": "tozero", "tickformat": "~s"},
+        )
+    )
+    return figure_dict(figure), downsampled

@@ -1,0 +1,232 @@
+"""Safe, streaming access to uploaded files: plain, .gz, .zip, .tar, .tar.gz. No Django.
+
+`inventory()` makes one streaming pass that names every member, its size and sha256,
+and collects the small `.meta.json` sidecars; it enforces the limits on member count and
+uncompressed size (archive bombs) and rejects member paths that escape the archive.
+`open_members()` then streams the wanted members again for parsing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import posixpath
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHUNK = 1 << 20
+MAX_META_BYTES = 64 * 1024
+
+
+class ArchiveError(ValueError):
+    """The upload as a whole cannot be read (truncated, corrupt, over a limit)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_members: int = 20_000
+    max_total_bytes: int = 20 * 1024**3
+    max_member_bytes: int = 8 * 1024**3
+
+
+@dataclass
+class Member:
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclass
+class Inventory:
+    kind: str  # plain | gzip | zip | tar
+    members: list[Member] = field(default_factory=list)
+    meta: dict[str, bytes] = field(default_factory=dict)  # member name -> sidecar JSON bytes
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (member, reason)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(m.size for m in self.members)
+
+
+def sniff_kind(path: Path) -> str:
+    with open(path, "rb") as handle:
+        head = handle.read(512)
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return "zip"
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if len(head) >= 262 and head[257:262] == b"ustar":
+        return "tar"
+    return "plain"
+
+
+def safe_member_name(name: str) -> str | None:
+    """The normalised member path, or None if it is absolute or escapes the archive."""
+    cleaned = name.replace("\\", "/")
+    if cleaned.startswith("/") or (len(cleaned) > 1 and cleaned[1] == ":"):
+        return None
+    normalised = posixpath.normpath(cleaned)
+    if normalised == ".." or normalised.startswith("../") or normalised == ".":
+        return None
+    return normalised
+
+
+def _is_gzipped_tar(path: Path) -> bool:
+    try:
+        with gzip.open(path, "rb") as handle:
+            head = handle.read(512)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return len(head) >= 262 and head[257:262] == b"ustar"
+
+
+def _hash_stream(stream, name: str, limits: Limits, budget: list[int]) -> Member:
+    digest = hashlib.sha256()
+    size = 0
+    while True:
+        try:
+            chunk = stream.read(CHUNK)
+        except (EOFError, zlib.error, OSError, zipfile.BadZipFile, tarfile.TarError) as exc:
+            raise ArchiveError(
+                f"{name}: truncated or corrupt ({exc or type(exc).__name__})"
+            ) from None
+        if not chunk:
+            break
+        size += len(chunk)
+        budget[0] += len(chunk)
+        if size > limits.max_member_bytes:
+            raise ArchiveError(
+                f"{name}: uncompressed member exceeds {limits.max_member_bytes:,} bytes"
+            )
+        if budget[0] > limits.max_total_bytes:
+            raise ArchiveError(
+                f"uncompressed size exceeds the limit of {limits.max_total_bytes:,} bytes"
+            )
+        digest.update(chunk)
+    return Member(name=name, size=size, sha256=digest.hexdigest())
+
+
+def _wanted(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    if base.startswith(".") or name.startswith("__MACOSX/"):
+        return False
+    return base.endswith((".jsonl", ".json", ".ndjson"))
+
+
+def inventory(path: Path, display_name: str, limits: Limits = Limits()) -> Inventory:
+    kind = sniff_kind(path)
+    if kind == "gzip" and _is_gzipped_tar(path):
+        kind = "tar"
+    result = Inventory(kind=kind)
+    budget = [0]
+    if kind == "plain":
+        with open(path, "rb") as handle:
+            result.members.append(_hash_stream(handle, display_name, limits, budget))
+        return result
+    if kind == "gzip":
+        inner = display_name[:-3] if display_name.endswith(".gz") else display_name
+        with gzip.open(path, "rb") as handle:
+            result.members.append(_hash_stream(handle, inner, limits, budget))
+        return result
+    for name, opener in _iter_archive(path, kind, result, limits):
+        if name.endswith(".meta.json"):
+            with opener() as handle:
+                data = handle.read(MAX_META_BYTES + 1)
+            if len(data) <= MAX_META_BYTES:
+                result.meta[name] = data
+            continue
+        if not _wanted(name):
+            continue
+        with opener() as handle:
+            result.members.append(_hash_stream(handle, name, limits, budget))
+    return result
+
+
+def _iter_archive(path: Path, kind: str, result: Inventory, limits: Limits):
+    """(safe name, opener) for each regular-file member; unsafe members become errors."""
+    count = 0
+    if kind == "zip":
+        try:
+            archive = zipfile.ZipFile(path)
+        except zipfile.BadZipFile as exc:
+            raise ArchiveError(f"not a readable zip archive ({exc})") from None
+        with archive:
+            for info in archive.infolist():
+                if info.is_dir():
+                    continue
+                count += 1
+                if count > limits.max_members:
+                    raise ArchiveError(f"archive has more than {limits.max_members:,} members")
+                name = safe_member_name(info.filename)
+                if name is None:
+                    result.errors.append(
+                        (info.filename, "member path escapes the archive (skipped)")
+                    )
+                    continue
+                yield name, (lambda info=info: archive.open(info))
+        return
+    try:
+        archive = tarfile.open(path, "r:*")  # noqa: SIM115 (closed by the with below)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise ArchiveError(f"not a readable tar archive ({exc})") from None
+    with archive:
+        try:
+            for info in archive:
+                if info.isdir():
+                    continue
+                count += 1
+                if count > limits.max_members:
+                    raise ArchiveError(f"archive has more than {limits.max_members:,} members")
+                name = safe_member_name(info.name)
+                if name is None:
+                    result.errors.append((info.name, "member path escapes the archive (skipped)"))
+                    continue
+                if not info.isfile():
+                    result.errors.append(
+                        (info.name, "links and special files are not read (skipped)")
+                    )
+                    continue
+                yield name, (lambda info=info: _tar_member(archive, info))
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+            raise ArchiveError(
+                f"truncated or corrupt tar archive ({exc or type(exc).__name__})"
+            ) from None
+
+
+@contextmanager
+def _tar_member(archive: tarfile.TarFile, info: tarfile.TarInfo):
+    handle = archive.extractfile(info)
+    if handle is None:
+        yield io.BytesIO(b"")
+        return
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def open_members(
+    path: Path, kind: str, display_name: str, wanted: set[str]
+) -> Iterator[tuple[str, io.BufferedIOBase]]:
+    """Stream the wanted members (by name) of an upload whose inventory was taken."""
+    if kind == "plain":
+        with open(path, "rb") as handle:
+            yield display_name, handle
+        return
+    if kind == "gzip":
+        inner = display_name[:-3] if display_name.endswith(".gz") else display_name
+        with gzip.open(path, "rb") as handle:
+            yield inner, handle
+        return
+    # The inventory pass already enforced the limits on these same bytes.
+    unlimited = Limits(max_members=10**9, max_total_bytes=10**15, max_member_bytes=10**15)
+    for name, opener in _iter_archive(path, kind, Inventory(kind=kind), unlimited):
+        if name in wanted:
+            with opener() as handle:
+                yield name, handle

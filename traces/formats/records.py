@@ -1,0 +1,91 @@
+"""Normalised records that every trace parser yields. Plain Python: no Django."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(slots=True)
+class SessionInfo:
+    harness: str
+    external_id: str
+    project: str = ""
+    git_branch: str = ""
+    harness_version: str = ""
+    title: str = ""
+
+
+@dataclass(slots=True)
+class AgentInfo:
+    harness: str
+    session_id: str
+    agent_id: str
+    kind: str = "subagent"  # main | subagent | compaction
+    parent_agent_id: str | None = "main"
+    agent_type: str = ""
+    description: str = ""
+    spawn_tool_call_id: str = ""
+    start_kind: str = "unknown"  # fresh | fork | unknown
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """One deduplicated API call. Token fields follow Anthropic's split:
+    `input_tokens` is uncached input, and the context is the prompt size the call carried."""
+
+    harness: str
+    session_id: str
+    agent_id: str
+    key: str
+    timestamp: datetime
+    model: str
+    input_tokens: int
+    cache_creation_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    context_tokens: int
+    line: int
+    is_sidechain: bool = False
+    signature: list[str] = field(default_factory=list)
+    touches: list[tuple[str, str]] = field(default_factory=list)  # (mode, path)
+    text: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CompactionRecord:
+    harness: str
+    session_id: str
+    agent_id: str
+    key: str
+    timestamp: datetime | None
+    trigger: str  # auto | manual | unknown
+    line: int
+    kind: str = "full"  # full | micro
+    pre_tokens: int | None = None
+    post_tokens: int | None = None
+    summary_tokens: int | None = None
+    summary_estimated: bool = False
+    duration_ms: int | None = None
+
+
+@dataclass(slots=True)
+class ParseError:
+    line: int | None
+    message: str
+
+
+@dataclass(slots=True)
+class ParseStats:
+    lines: int = 0
+    records: int = 0
+    usage_lines: int = 0
+    duplicates_dropped: int = 0
+    malformed_lines: int = 0
+    ignored_lines: int = 0
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token estimate (about 4 characters per token), used only where no count exists."""
+    return (len(text) + 3) // 4

@@ -1,0 +1,412 @@
+"""Load parsed trace records into the database, idempotently and in batches.
+
+Each batch is its own transaction and every write is keyed by a natural key
+(session + call key, session + compaction key), so a killed worker leaves no half state
+and a retry finishes the job. Calls are upserted keeping the larger `output_tokens`
+(the streaming rule across batches and files); on PostgreSQL they are bulk-loaded with
+COPY into a staging table and merged with INSERT … ON CONFLICT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+import zstandard
+from django.db import IntegrityError, connection, transaction
+
+from governance.models import Workspace
+from traces.formats.records import (
+    AgentInfo,
+    CallRecord,
+    CompactionRecord,
+    ParseError,
+    SessionInfo,
+)
+from traces.models import Agent, AgentKind, Call, CallText, Compaction, IngestedFile, Session
+
+BATCH_SIZE = 5000
+TEXT_COMPRESSOR_LEVEL = 3
+CALL_COLUMNS = (
+    "workspace_id", "session_id", "agent_id", "key", "session_index", "agent_index", "timestamp",
+    "model", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens",
+    "reasoning_tokens", "context_tokens", "is_sidechain", "tool_names", "touches", "source_line",
+    "source_file_id",
+)  # fmt: skip
+UPDATED_ON_CONFLICT = (
+    "model", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens",
+    "reasoning_tokens", "context_tokens", "is_sidechain", "tool_names", "touches", "source_line",
+    "source_file_id",
+)  # fmt: skip
+
+
+@dataclass
+class IngestSummary:
+    """What one ingest added. `as_dict()` is the CLI's --json shape."""
+
+    files: int = 0
+    sessions: int = 0
+    agents: int = 0
+    calls: int = 0
+    duplicates_dropped: int = 0
+    malformed_lines: int = 0
+    compactions: int = 0
+    input: int = 0
+    cache_creation: int = 0
+    cache_read: int = 0
+    output: int = 0
+    errors: list[dict] = field(default_factory=list)
+    skipped_files: int = 0
+
+    def as_dict(self) -> dict:
+        return {
+            "files": self.files,
+            "sessions": self.sessions,
+            "agents": self.agents,
+            "calls": self.calls,
+            "duplicates_dropped": self.duplicates_dropped,
+            "malformed_lines": self.malformed_lines,
+            "compactions": self.compactions,
+            "tokens": {
+                "input": self.input,
+                "cache_creation": self.cache_creation,
+                "cache_read": self.cache_read,
+                "output": self.output,
+            },
+            "errors": self.errors,
+        }
+
+    def counts(self) -> dict:
+        data = self.as_dict()
+        tokens = data.pop("tokens")
+        data.pop("errors")
+        data.update({f"tokens_{k}": v for k, v in tokens.items()})
+        data["files_already_ingested"] = self.skipped_files
+        return data
+
+
+class TraceLoader:
+    """Feed records from one parsed file; `finish()` flushes and returns touched session ids."""
+
+    def __init__(
+        self,
+        *,
+        workspace: Workspace,
+        summary: IngestSummary,
+        file_name: str,
+        source_file: IngestedFile | None = None,
+        batch_size: int = BATCH_SIZE,
+    ):
+        self.workspace = workspace
+        self.summary = summary
+        self.file_name = file_name
+        self.source_file = source_file
+        self.batch_size = batch_size
+        self._sessions: dict[tuple[str, str], int] = {}
+        self._session_updates: dict[int, SessionInfo] = {}
+        self._agents: dict[tuple[int, str], int] = {}
+        self._pending_agents: dict[tuple[int, str], AgentInfo] = {}
+        self._calls: dict[tuple[int, str], CallRecord] = {}
+        self._compactions: list[CompactionRecord] = []
+        self.touched_sessions: set[int] = set()
+        self._compressor = zstandard.ZstdCompressor(level=TEXT_COMPRESSOR_LEVEL)
+        self._postgres = connection.vendor == "postgresql"
+
+    # --- feeding -----------------------------------------------------------------
+
+    def feed(self, record) -> None:
+        if isinstance(record, CallRecord):
+            session_pk = self._session_pk(record.harness, record.session_id)
+            key = (session_pk, record.key)
+            existing = self._calls.get(key)
+            if existing is None or record.output_tokens >= existing.output_tokens:
+                self._calls[key] = record
+            if len(self._calls) >= self.batch_size:
+                self.flush()
+        elif isinstance(record, ParseError):
+            self.summary.errors.append(
+                {"file": self.file_name, "line": record.line, "error": record.message}
+            )
+        elif isinstance(record, SessionInfo):
+            session_pk = self._session_pk(record.harness, record.external_id, record)
+            previous = self._session_updates.get(session_pk)
+            self._session_updates[session_pk] = _merge_info(previous, record)
+        elif isinstance(record, AgentInfo):
+            session_pk = self._session_pk(record.harness, record.session_id)
+            self._pending_agents[(session_pk, record.agent_id)] = record
+        elif isinstance(record, CompactionRecord):
+            self._compactions.append(record)
+
+    def finish(self) -> set[int]:
+        self.flush()
+        if self._session_updates:
+            with transaction.atomic():
+                for session_pk, info in self._session_updates.items():
+                    _apply_session_info(session_pk, info)
+            self._session_updates.clear()
+        return self.touched_sessions
+
+    # --- sessions and agents -------------------------------------------------------
+
+    def _session_pk(self, harness: str, external_id: str, info: SessionInfo | None = None) -> int:
+        cache_key = (harness, external_id)
+        pk = self._sessions.get(cache_key)
+        if pk is not None:
+            return pk
+        defaults = {}
+        if info is not None:
+            defaults = {
+                "project": info.project[:1000],
+                "git_branch": info.git_branch[:300],
+                "harness_version": info.harness_version[:64],
+                "title": info.title[:500],
+            }
+        session, created = _get_or_create(
+            Session,
+            workspace=self.workspace,
+            harness=harness,
+            external_id=external_id[:200],
+            defaults=defaults,
+        )
+        if created:
+            self.summary.sessions += 1
+        self._sessions[cache_key] = session.pk
+        self.touched_sessions.add(session.pk)
+        return session.pk
+
+    def _agent_pk(self, session_pk: int, agent_id: str) -> int:
+        pk = self._agents.get((session_pk, agent_id))
+        if pk is not None:
+            return pk
+        info = self._pending_agents.get((session_pk, agent_id))
+        parent_pk = None
+        if agent_id != "main":
+            parent_pk = self._agent_pk(
+                session_pk, (info.parent_agent_id if info else None) or "main"
+            )
+        kind = AgentKind.MAIN if agent_id == "main" else (info.kind if info else AgentKind.SUBAGENT)
+        defaults = {"kind": kind, "parent_id": parent_pk}
+        if info is not None:
+            defaults.update(
+                agent_type=info.agent_type[:200],
+                description=info.description,
+                spawn_tool_call_id=info.spawn_tool_call_id[:200],
+                start_kind=info.start_kind,
+            )
+        agent, created = _get_or_create(
+            Agent,
+            workspace=self.workspace,
+            session_id=session_pk,
+            external_id=agent_id[:200],
+            defaults=defaults,
+        )
+        if created:
+            self.summary.agents += 1
+        elif (
+            info is not None
+            and (info.description or info.spawn_tool_call_id)
+            and not agent.description
+        ):
+            Agent.objects.filter(pk=agent.pk).update(
+                description=info.description,
+                agent_type=info.agent_type[:200],
+                spawn_tool_call_id=info.spawn_tool_call_id[:200],
+                start_kind=info.start_kind,
+            )
+        self._agents[(session_pk, agent_id)] = agent.pk
+        return agent.pk
+
+    # --- flushing ---------------------------------------------------------------------
+
+    def flush(self) -> None:
+        calls = self._calls
+        compactions = self._compactions
+        self._calls, self._compactions = {}, []
+        for session_pk, agent_id in list(self._pending_agents):
+            self._agent_pk(session_pk, agent_id)
+        if calls:
+            rows = []
+            texts = {}
+            for (session_pk, _key), record in calls.items():
+                agent_pk = self._agent_pk(session_pk, record.agent_id)
+                rows.append(
+                    (
+                        self.workspace.pk,
+                        session_pk,
+                        agent_pk,
+                        record.key[:300],
+                        0,
+                        0,
+                        record.timestamp,
+                        record.model[:200],
+                        record.input_tokens,
+                        record.cache_creation_tokens,
+                        record.cache_read_tokens,
+                        record.output_tokens,
+                        record.reasoning_tokens,
+                        record.context_tokens,
+                        record.is_sidechain,
+                        " ".join(record.signature),
+                        "\n".join(f"{mode}\t{path}" for mode, path in record.touches),
+                        record.line or None,
+                        self.source_file.pk if self.source_file else None,
+                    )
+                )
+                texts[(session_pk, record.key[:300])] = record.text
+            with transaction.atomic():
+                if self._postgres:
+                    inserted, updated = self._upsert_calls_copy(rows)
+                else:
+                    inserted, updated = self._upsert_calls_orm(rows)
+                self._store_texts(inserted, updated, texts)
+            for row in rows:
+                self.touched_sessions.add(row[1])
+            added = {key for key, _ in inserted}
+            for row in rows:
+                if (row[1], row[3]) in added:
+                    self.summary.calls += 1
+                    self.summary.input += row[8]
+                    self.summary.cache_creation += row[9]
+                    self.summary.cache_read += row[10]
+                    self.summary.output += row[11]
+        if compactions:
+            self._upsert_compactions(compactions)
+
+    def _upsert_calls_copy(self, rows: list[tuple]) -> tuple[list, list]:
+        """COPY into a temporary table, then merge; returns ((session, key), id) inserted/updated."""
+        columns = ", ".join(CALL_COLUMNS)
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATED_ON_CONFLICT)
+        with connection.cursor() as cursor:
+            cursor.execute(  # noqa: S608 (constant column names)
+                "CREATE TEMP TABLE IF NOT EXISTS traces_call_stage ON COMMIT DELETE ROWS AS "
+                f"SELECT {columns} FROM traces_call WITH NO DATA"
+            )
+            raw = cursor.cursor
+            with raw.copy(f"COPY traces_call_stage ({columns}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            merge = (  # column names are constants, not input
+                f"INSERT INTO traces_call ({columns}) SELECT {columns} FROM traces_call_stage "  # noqa: S608
+                f"ON CONFLICT (session_id, key) DO UPDATE SET {updates} "
+                "WHERE EXCLUDED.output_tokens > traces_call.output_tokens "
+                "RETURNING id, session_id, key, (xmax = 0) AS inserted"
+            )
+            cursor.execute(merge)
+            returned = cursor.fetchall()
+        inserted = [((s, k), pk) for pk, s, k, is_new in returned if is_new]
+        updated = [((s, k), pk) for pk, s, k, is_new in returned if not is_new]
+        return inserted, updated
+
+    def _upsert_calls_orm(self, rows: list[tuple]) -> tuple[list, list]:
+        by_session: dict[int, list[tuple]] = {}
+        for row in rows:
+            by_session.setdefault(row[1], []).append(row)
+        inserted, updated = [], []
+        for session_pk, session_rows in by_session.items():
+            keys = [row[3] for row in session_rows]
+            existing = {}
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                existing.update(
+                    {
+                        key: (pk, output)
+                        for pk, key, output in Call.objects.filter(
+                            session_id=session_pk, key__in=chunk
+                        ).values_list("id", "key", "output_tokens")
+                    }
+                )
+            new_objects = []
+            for row in session_rows:
+                values = dict(zip(CALL_COLUMNS, row, strict=True))
+                match = existing.get(row[3])
+                if match is None:
+                    new_objects.append(Call(**values))
+                elif row[11] > match[1]:
+                    Call.objects.filter(pk=match[0]).update(
+                        **{c: values[c] for c in UPDATED_ON_CONFLICT}
+                    )
+                    updated.append(((session_pk, row[3]), match[0]))
+            for obj in Call.objects.bulk_create(new_objects, batch_size=500):
+                inserted.append(((session_pk, obj.key), obj.pk))
+        return inserted, updated
+
+    def _store_texts(self, inserted: list, updated: list, texts: dict) -> None:
+        compress = self._compressor.compress
+        new_rows = [(pk, compress(orjson.dumps(texts[key]))) for key, pk in inserted]
+        if self._postgres and new_rows:
+            with (
+                connection.cursor() as cursor,
+                cursor.cursor.copy("COPY traces_calltext (call_id, data) FROM STDIN") as copy,
+            ):
+                for row in new_rows:
+                    copy.write_row(row)
+        elif new_rows:
+            CallText.objects.bulk_create(
+                [CallText(call_id=pk, data=data) for pk, data in new_rows], batch_size=500
+            )
+        for key, pk in updated:
+            CallText.objects.update_or_create(
+                call_id=pk, defaults={"data": compress(orjson.dumps(texts[key]))}
+            )
+
+    def _upsert_compactions(self, compactions: list[CompactionRecord]) -> None:
+        with transaction.atomic():
+            for record in compactions:
+                session_pk = self._session_pk(record.harness, record.session_id)
+                agent_pk = self._agent_pk(session_pk, record.agent_id)
+                values = {
+                    "workspace": self.workspace,
+                    "agent_id": agent_pk,
+                    "kind": record.kind,
+                    "timestamp": record.timestamp,
+                    "trigger": record.trigger,
+                    "pre_tokens": record.pre_tokens,
+                    "post_tokens": record.post_tokens,
+                    "summary_tokens": record.summary_tokens,
+                    "summary_estimated": record.summary_estimated,
+                    "duration_ms": record.duration_ms,
+                    "source_line": record.line or None,
+                }
+                _, created = Compaction.objects.update_or_create(
+                    session_id=session_pk, key=record.key[:300], defaults=values
+                )
+                if created:
+                    self.summary.compactions += 1
+                self.touched_sessions.add(session_pk)
+
+
+def _get_or_create(model, defaults=None, **lookup):
+    """get_or_create that survives a concurrent insert of the same natural key."""
+    try:
+        with transaction.atomic():
+            return model.objects.get_or_create(defaults=defaults or {}, **lookup)
+    except IntegrityError:
+        return model.objects.get(**lookup), False
+
+
+def _merge_info(previous: SessionInfo | None, new: SessionInfo) -> SessionInfo:
+    if previous is None:
+        return new
+    for name in ("project", "git_branch", "harness_version", "title"):
+        if getattr(new, name):
+            setattr(previous, name, getattr(new, name))
+    return previous
+
+
+def _apply_session_info(session_pk: int, info: SessionInfo) -> None:
+    updates = {
+        name: getattr(info, name)[:limit]
+        for name, limit in (
+            ("project", 1000),
+            ("git_branch", 300),
+            ("harness_version", 64),
+            ("title", 500),
+        )
+        if getattr(info, name)
+    }
+    if updates:
+        Session.objects.filter(pk=session_pk).update(**updates)
+
+
+def decompress_text(data: bytes | memoryview) -> dict:
+    return orjson.loads(zstandard.ZstdDecompressor().decompress(bytes(data)))

@@ -1,0 +1,7 @@
+from governance.models import Role
+from governance.navigation import NavItem
+
+ITEMS = [
+    NavItem("Traces", "Sessions", "traces:session_list", order=10),
+    NavItem("Traces", "Upload traces", "traces:upload", order=20, min_role=Role.EDITOR),
+]

@@ -1,0 +1,120 @@
+"""The OTLP/HTTP trace receiver: POST /v1/traces, protobuf or JSON, optional gzip.
+
+Answers follow the OTLP specification: the response uses the request's content type;
+success is an (empty or partial-success) ExportTraceServiceResponse; errors carry a
+google.rpc.Status. A 2xx answer means the raw request and its calls are committed.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import orjson
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from governance.models import Role
+from governance.services import TokenRejected, api_token_authenticate
+from traces.formats.otlp import OtlpDecodeError
+from traces.services import otlp_receive
+
+MAX_BODY = 64 * 1024 * 1024
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+# gRPC status codes used in google.rpc.Status.
+INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED = 3, 16, 7, 8
+
+
+def _kind(content_type: str) -> str | None:
+    base = content_type.split(";")[0].strip().lower()
+    if base in {PROTOBUF, "application/protobuf"}:
+        return PROTOBUF
+    if base == JSON:
+        return JSON
+    return None
+
+
+def _error(kind: str | None, http_status: int, code: int, message: str) -> HttpResponse:
+    if kind == PROTOBUF:
+        body = status_pb2.Status(code=code, message=message).SerializeToString()
+        return HttpResponse(body, status=http_status, content_type=PROTOBUF)
+    return HttpResponse(
+        orjson.dumps({"code": code, "message": message}), status=http_status, content_type=JSON
+    )
+
+
+def _success(kind: str, rejected: list[tuple[str, str]]) -> HttpResponse:
+    message = ""
+    if rejected:
+        shown = "; ".join(f"span {span_id}: {reason}" for span_id, reason in rejected[:20])
+        more = f" (and {len(rejected) - 20} more)" if len(rejected) > 20 else ""
+        message = f"{len(rejected)} span(s) rejected: {shown}{more}"
+    if kind == PROTOBUF:
+        response = ExportTraceServiceResponse()
+        if rejected:
+            response.partial_success.rejected_spans = len(rejected)
+            response.partial_success.error_message = message
+        return HttpResponse(response.SerializeToString(), content_type=PROTOBUF)
+    body = (
+        {"partialSuccess": {"rejectedSpans": str(len(rejected)), "errorMessage": message}}
+        if rejected
+        else {}
+    )
+    return HttpResponse(orjson.dumps(body), content_type=JSON)
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+def receive_traces(request):
+    kind = _kind(request.META.get("CONTENT_TYPE", ""))
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme, _, raw_token = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw_token.strip():
+        response = _error(kind, 401, UNAUTHENTICATED, "Send Authorization: Bearer <token>.")
+        response["WWW-Authenticate"] = 'Bearer realm="otlp"'
+        return response
+    try:
+        token, membership = api_token_authenticate(raw=raw_token.strip())
+    except TokenRejected as exc:
+        return _error(kind, 401, UNAUTHENTICATED, str(exc))
+    if membership.role < Role.EDITOR:
+        return _error(kind, 403, PERMISSION_DENIED, "Sending traces needs the editor role.")
+    if kind is None:
+        return _error(
+            JSON,
+            415,
+            INVALID_ARGUMENT,
+            "Content-Type must be application/x-protobuf or application/json.",
+        )
+    if int(request.META.get("CONTENT_LENGTH") or 0) > MAX_BODY:
+        return _error(kind, 413, RESOURCE_EXHAUSTED, f"Request body exceeds {MAX_BODY:,} bytes.")
+    body = request.read(MAX_BODY + 1)
+    if len(body) > MAX_BODY:
+        return _error(kind, 413, RESOURCE_EXHAUSTED, f"Request body exceeds {MAX_BODY:,} bytes.")
+    encoding = request.META.get("HTTP_CONTENT_ENCODING", "").lower()
+    if encoding == "gzip":
+        try:
+            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            body = decompressor.decompress(body, MAX_BODY + 1)
+        except zlib.error as exc:
+            return _error(kind, 400, INVALID_ARGUMENT, f"Body is not valid gzip: {exc}")
+        if len(body) > MAX_BODY or decompressor.unconsumed_tail:
+            return _error(
+                kind, 413, RESOURCE_EXHAUSTED, f"Decompressed body exceeds {MAX_BODY:,} bytes."
+            )
+    elif encoding not in {"", "identity"}:
+        return _error(
+            kind, 415, INVALID_ARGUMENT, f"Unsupported Content-Encoding {encoding!r}; use gzip."
+        )
+    try:
+        result = otlp_receive(
+            workspace=token.workspace, user=token.user, body=body, content_type=kind
+        )
+    except OtlpDecodeError as exc:
+        return _error(kind, 400, INVALID_ARGUMENT, str(exc))
+    return _success(kind, result.rejected)

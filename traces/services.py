@@ -1,0 +1,451 @@
+"""Writes for traces: store raw uploads durably, ingest them (web, API, CLI, OTLP)."""
+
+from __future__ import annotations
+
+import glob as globmodule
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+from django.conf import settings
+from django.core.files import File
+from django.db import IntegrityError, transaction
+
+from governance.models import Job, Workspace
+from governance.services import (
+    InputError,
+    JobReporter,
+    audit_record,
+    job_create,
+    job_enqueue,
+    workspace_bump_data_version,
+)
+from traces.derive import session_derive
+from traces.formats import FORMATS, detect_format, make_parser
+from traces.formats.archive import ArchiveError, Limits, inventory, open_members
+from traces.formats.otlp import OtlpResult, parse_request
+from traces.ingest import IngestSummary, TraceLoader
+from traces.models import IngestedFile, RawUpload, UploadSource
+
+CHUNK = 1 << 20
+JOB_KIND = "trace_ingest"
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".zip", ".tar", ".tar.gz", ".tgz", ".gz")
+
+
+class UploadTooLarge(InputError):
+    pass
+
+
+# --- raw uploads ---------------------------------------------------------------------
+
+
+class _MovableTempFile(File):
+    """A temp file FileSystemStorage can move into place instead of copying."""
+
+    def temporary_file_path(self) -> str:
+        return self.file.name
+
+
+def _temp_dir() -> str:
+    path = Path(settings.MEDIA_ROOT) / "tmp"
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def raw_upload_store(
+    *,
+    workspace: Workspace,
+    name: str,
+    chunks: Iterable[bytes],
+    source: str,
+    user=None,
+    content_type: str = "",
+    max_bytes: int | None = None,
+) -> tuple[RawUpload, bool]:
+    """Store bytes exactly as received, fsynced, under a server-generated name.
+
+    Returns (upload, created). The same bytes in the same workspace are stored once.
+    """
+    limit = max_bytes if max_bytes is not None else settings.GOVERNANCE_MAX_UPLOAD_BYTES
+    digest = hashlib.sha256()
+    size = 0
+    handle = tempfile.NamedTemporaryFile(dir=_temp_dir(), prefix="upload-", delete=False)  # noqa: SIM115
+    try:
+        for chunk in chunks:
+            size += len(chunk)
+            if size > limit:
+                raise UploadTooLarge(f"{name}: larger than the upload limit of {limit:,} bytes")
+            digest.update(chunk)
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+        handle.close()
+        sha256 = digest.hexdigest()
+        existing = RawUpload.objects.filter(workspace=workspace, sha256=sha256).first()
+        if existing is not None:
+            return existing, False
+        upload = RawUpload(
+            workspace=workspace,
+            sha256=sha256,
+            original_name=os.path.basename(name)[:500] or "upload",
+            size=size,
+            content_type=content_type[:100],
+            source=source,
+            uploaded_by=user if getattr(user, "pk", None) else None,
+        )
+        with open(handle.name, "rb") as stored:
+            upload.file.save(sha256, _MovableTempFile(stored), save=False)
+        try:
+            with transaction.atomic():
+                upload.save()
+        except IntegrityError:
+            upload.file.delete(save=False)
+            return RawUpload.objects.get(workspace=workspace, sha256=sha256), False
+        return upload, True
+    finally:
+        handle.close()
+        if os.path.exists(handle.name):
+            os.unlink(handle.name)
+
+
+def trace_uploads_receive(
+    *, workspace: Workspace, user, files: list, source: str, fmt: str = "auto"
+) -> Job:
+    """Store each uploaded file, then queue one ingest job for all of them."""
+    if fmt != "auto" and fmt not in FORMATS:
+        raise InputError(f"format must be auto or one of {', '.join(FORMATS)}")
+    if not files:
+        raise InputError("no files: choose one or more transcript files or an archive")
+    uploads = []
+    for uploaded in files:
+        upload, _ = raw_upload_store(
+            workspace=workspace,
+            name=uploaded.name,
+            chunks=uploaded.chunks(CHUNK),
+            source=source,
+            user=user,
+            content_type=getattr(uploaded, "content_type", "") or "",
+        )
+        uploads.append(upload)
+    return ingest_job_queue(workspace=workspace, user=user, uploads=uploads, fmt=fmt)
+
+
+def ingest_job_queue(
+    *, workspace: Workspace, user, uploads: list[RawUpload], fmt: str = "auto"
+) -> Job:
+    from traces.tasks import ingest_uploads
+
+    names = ", ".join(u.original_name for u in uploads[:3]) + ("…" if len(uploads) > 3 else "")
+    with transaction.atomic():
+        job = job_create(
+            workspace=workspace,
+            kind=JOB_KIND,
+            user=user,
+            label=f"Ingest {names}",
+            params={"uploads": [u.pk for u in uploads], "format": fmt},
+            progress_unit="bytes",
+        )
+        RawUpload.objects.filter(pk__in=[u.pk for u in uploads], job__isnull=True).update(job=job)
+        audit_record(
+            workspace=workspace,
+            actor=user,
+            action="trace_upload.create",
+            obj=job,
+            data={
+                "files": [u.original_name for u in uploads],
+                "sha256": [u.sha256[:16] for u in uploads],
+            },
+        )
+        job_enqueue(job=job, task=ingest_uploads)
+    return job
+
+
+# --- ingestion ---------------------------------------------------------------------------
+
+
+@contextmanager
+def _local_path(upload: RawUpload):
+    try:
+        yield Path(upload.file.path)
+        return
+    except NotImplementedError:
+        pass
+    with tempfile.NamedTemporaryFile(dir=_temp_dir(), prefix="fetch-") as handle:
+        with upload.file.open("rb") as remote:
+            for chunk in iter(lambda: remote.read(CHUNK), b""):
+                handle.write(chunk)
+        handle.flush()
+        yield Path(handle.name)
+
+
+def _meta_key(name: str) -> str:
+    return os.path.basename(name).removesuffix(".meta.json").removesuffix(".jsonl")
+
+
+def ingest_upload(
+    *,
+    workspace: Workspace,
+    upload: RawUpload,
+    summary: IngestSummary,
+    fmt: str = "auto",
+    extra_meta: dict[str, bytes] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+) -> set[int]:
+    """Ingest every transcript in one stored upload. Returns the sessions it touched."""
+    touched: set[int] = set()
+    with _local_path(upload) as path:
+        try:
+            listing = inventory(path, upload.original_name, Limits())
+        except ArchiveError as exc:
+            summary.errors.append({"file": upload.original_name, "line": None, "error": str(exc)})
+            return touched
+        for member, reason in listing.errors:
+            summary.errors.append(
+                {"file": f"{upload.original_name}:{member}", "line": None, "error": reason}
+            )
+        meta = {_meta_key(k): v for k, v in {**(extra_meta or {}), **listing.meta}.items()}
+        wanted = {}
+        for member in listing.members:
+            if IngestedFile.objects.filter(workspace=workspace, sha256=member.sha256).exists():
+                summary.skipped_files += 1
+                if on_bytes:
+                    on_bytes(member.size)
+                continue
+            wanted.setdefault(member.name, member)
+        if not wanted:
+            return touched
+        try:
+            for name, stream in open_members(path, listing.kind, upload.original_name, set(wanted)):
+                member = wanted[name]
+                display = (
+                    name if listing.kind in {"plain", "gzip"} else f"{upload.original_name}:{name}"
+                )
+                touched |= _ingest_member(
+                    workspace=workspace,
+                    upload=upload,
+                    display=display,
+                    member_name=name,
+                    sha256=member.sha256,
+                    stream=stream,
+                    fmt=fmt,
+                    meta=meta,
+                    summary=summary,
+                )
+                if on_bytes:
+                    on_bytes(member.size)
+        except ArchiveError as exc:
+            summary.errors.append({"file": upload.original_name, "line": None, "error": str(exc)})
+    return touched
+
+
+def _ingest_member(
+    *, workspace, upload, display, member_name, sha256, stream, fmt, meta, summary
+) -> set[int]:
+    head = stream.peek(8192)[:8192] if hasattr(stream, "peek") else b""
+    chosen = fmt if fmt != "auto" else detect_format(member_name, head)
+    if not head.strip():
+        summary.errors.append(
+            {"file": display, "line": None, "error": "empty file (nothing to ingest)"}
+        )
+        return set()
+    if chosen is None:
+        summary.errors.append(
+            {
+                "file": display,
+                "line": 1,
+                "error": "not a recognised trace format (Claude Code, Codex or OTLP/JSON)",
+            }
+        )
+        return set()
+    sidecar = None
+    raw_meta = meta.get(_meta_key(member_name))
+    if raw_meta:
+        try:
+            sidecar = orjson.loads(raw_meta)
+        except orjson.JSONDecodeError:
+            summary.errors.append(
+                {"file": display + ".meta.json", "line": None, "error": "sidecar is not valid JSON"}
+            )
+    parser = make_parser(chosen, member_name, sidecar if isinstance(sidecar, dict) else None)
+    loader = TraceLoader(workspace=workspace, summary=summary, file_name=display)
+    try:
+        for record in parser.parse(stream):
+            loader.feed(record)
+    except (OSError, EOFError, ValueError) as exc:
+        summary.errors.append({"file": display, "line": None, "error": f"stopped reading: {exc}"})
+    touched = loader.finish()
+    stats = parser.stats
+    summary.files += 1
+    summary.duplicates_dropped += stats.duplicates_dropped
+    summary.malformed_lines += stats.malformed_lines
+    IngestedFile.objects.get_or_create(
+        workspace=workspace,
+        sha256=sha256,
+        defaults={
+            "upload": upload,
+            "member": display[:1000],
+            "harness": {"claude-code": "claude-code", "codex": "codex"}.get(chosen, "otlp"),
+            "lines": stats.lines,
+            "calls": stats.records,
+            "duplicates_dropped": stats.duplicates_dropped,
+            "malformed_lines": stats.malformed_lines,
+        },
+    )
+    return touched
+
+
+def sessions_derive(*, session_ids: Iterable[int]) -> None:
+    for session_id in sorted(set(session_ids)):
+        session_derive(session_id=session_id)
+
+
+def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
+    """The work of an ingest job: every upload named in its params."""
+    workspace = job.workspace
+    uploads = list(
+        RawUpload.objects.filter(workspace=workspace, pk__in=job.params.get("uploads", []))
+    )
+    fmt = job.params.get("format", "auto")
+    reporter.set_total(sum(u.size for u in uploads) or None, unit="bytes")
+    extra_meta = {}
+    for upload in uploads:
+        if upload.original_name.endswith(".meta.json") and upload.size <= 64 * 1024:
+            with upload.file.open("rb") as handle:
+                extra_meta[upload.original_name] = handle.read()
+    summary = IngestSummary()
+    touched: set[int] = set()
+    for upload in uploads:
+        if upload.original_name.endswith(".meta.json"):
+            reporter.advance(upload.size)
+            continue
+        touched |= ingest_upload(
+            workspace=workspace,
+            upload=upload,
+            summary=summary,
+            fmt=fmt,
+            extra_meta=extra_meta,
+            on_bytes=reporter.advance,
+        )
+        reporter.set_counts(**summary.counts())
+    sessions_derive(session_ids=touched)
+    if touched:
+        workspace_bump_data_version(workspace=workspace)
+    reporter.set_counts(**summary.counts())
+    reporter.extend_errors(summary.errors)
+
+
+def ingest_paths(
+    *,
+    workspace: Workspace,
+    paths: list[str],
+    fmt: str = "auto",
+    user=None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> IngestSummary:
+    """The CLI: files, folders (recursively) or globs, ingested in this process."""
+    if fmt != "auto" and fmt not in FORMATS:
+        raise InputError(f"format must be auto or one of {', '.join(FORMATS)}")
+    files = expand_paths(paths)
+    summary = IngestSummary()
+    total = sum(os.path.getsize(f) for f in files)
+    done = 0
+    touched: set[int] = set()
+    meta = {
+        str(f): f.read_bytes()
+        for f in files
+        if f.name.endswith(".meta.json") and f.stat().st_size <= 65536
+    }
+    for path in files:
+        size = path.stat().st_size
+        if path.name.endswith(".meta.json"):
+            done += size
+            continue
+        sibling_meta = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+        if (
+            sibling_meta.exists()
+            and str(sibling_meta) not in meta
+            and sibling_meta.stat().st_size <= 65536
+        ):
+            meta[str(sibling_meta)] = sibling_meta.read_bytes()
+        with open(path, "rb") as handle:
+            upload, _ = raw_upload_store(
+                workspace=workspace,
+                name=path.name,
+                chunks=iter(lambda handle=handle: handle.read(CHUNK), b""),
+                source=UploadSource.CLI,
+                user=user,
+            )
+        touched |= ingest_upload(
+            workspace=workspace, upload=upload, summary=summary, fmt=fmt, extra_meta=meta
+        )
+        done += size
+        if on_progress:
+            on_progress(done, total)
+    sessions_derive(session_ids=touched)
+    if touched:
+        workspace_bump_data_version(workspace=workspace)
+    return summary
+
+
+def expand_paths(paths: list[str]) -> list[Path]:
+    """Files named directly, found in folders (recursively), or matched by globs; sorted, unique."""
+    found: dict[str, Path] = {}
+    for raw in paths:
+        matches = globmodule.glob(raw, recursive=True) if any(ch in raw for ch in "*?[") else [raw]
+        if not matches:
+            raise InputError(f"{raw}: no such file, folder or glob match")
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                for child in sorted(path.rglob("*")):
+                    if child.is_file() and child.name.endswith(TRANSCRIPT_SUFFIXES):
+                        found[str(child)] = child
+            elif path.is_file():
+                found[str(path)] = path
+            else:
+                raise InputError(f"{raw}: no such file or folder")
+    return [found[k] for k in sorted(found)]
+
+
+# --- OTLP ------------------------------------------------------------------------------------
+
+
+def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) -> OtlpResult:
+    """Decode, store the raw request, and load its calls before answering (2xx means durable)."""
+    result = parse_request(body, content_type)
+    upload, created = raw_upload_store(
+        workspace=workspace,
+        name="otlp-request.pb" if "protobuf" in content_type else "otlp-request.json",
+        chunks=[body],
+        source=UploadSource.OTLP,
+        user=user,
+        content_type=content_type,
+    )
+    if not created or not result.calls:
+        return result
+    summary = IngestSummary()
+    loader = TraceLoader(workspace=workspace, summary=summary, file_name=upload.original_name)
+    for record in result.records():
+        loader.feed(record)
+    touched = loader.finish()
+    sessions_derive_queue(workspace=workspace, session_ids=touched)
+    return result
+
+
+def sessions_derive_queue(*, workspace: Workspace, session_ids: Iterable[int]) -> None:
+    """Derive these sessions in the background once the current transaction commits."""
+    from traces.tasks import derive_sessions
+
+    ids = sorted(set(session_ids))
+    if ids:
+        workspace_id = workspace.pk
+        transaction.on_commit(lambda: derive_sessions.delay(workspace_id, ids))
+
+
+def sessions_derive_run(*, workspace_id: int, session_ids: list[int]) -> None:
+    sessions_derive(session_ids=session_ids)
+    workspace_bump_data_version(workspace=Workspace(pk=workspace_id))

@@ -1,0 +1,148 @@
+"""Trace pages: upload, sessions list, session detail, task-type rules."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import redirect, render
+
+from governance.htmx import htmx_partial
+from governance.models import Job
+from governance.services import InputError
+from governance.views import WorkspaceListView, WorkspaceTemplateView
+from traces import selectors
+from traces.analysis import task_types
+from traces.charts import AgentSeries, CompactionMark, context_timeline
+from traces.filters import SessionFilter
+from traces.forms import UploadForm
+from traces.models import AgentKind, UploadSource
+from traces.services import JOB_KIND, UploadTooLarge, trace_uploads_receive
+
+
+class SessionListView(WorkspaceListView):
+    template_name = "traces/session_list.html"
+    filterset_class = SessionFilter
+    sort_fields = {
+        "started": "started_at",
+        "calls": "call_count",
+        "context": "max_context",
+        "compactions": "compaction_count",
+        "agents": "agent_count",
+        "output": "output_tokens",
+    }
+    default_sort = "-started"
+
+    def get_queryset(self):
+        return selectors.sessions_for(workspace=self.workspace)
+
+
+class SessionDetailView(WorkspaceTemplateView):
+    template_name = "traces/session_detail.html"
+    calls_per_page = 100
+
+    def get(self, request, *args, **kwargs):
+        session = selectors.session_get(workspace=self.workspace, pk=kwargs["pk"])
+        calls = Paginator(selectors.session_calls(session=session), self.calls_per_page)
+        page = calls.get_page(request.GET.get("page"))
+        context = {"session": session, "page_obj": page, "calls": page.object_list}
+        if htmx_partial(request):
+            return render(request, f"{self.template_name}#calls", context)
+        agents = list(selectors.session_agents(session=session))
+        labels = {
+            a.pk: ("main" if a.kind == AgentKind.MAIN else a.description or a.external_id[:12])
+            for a in agents
+        }
+        timeline = selectors.session_timeline(session=session)
+        series = [
+            AgentSeries(
+                label=labels.get(agent_pk, str(agent_pk)),
+                is_main=next((a.kind == AgentKind.MAIN for a in agents if a.pk == agent_pk), False),
+                index=columns["index"],
+                context=columns["context"],
+            )
+            for agent_pk, columns in timeline.items()
+        ]
+        compactions = list(selectors.session_compactions(session=session))
+        marks = [
+            CompactionMark(
+                c.after_call_index
+                if c.after_call_index is not None
+                else (c.before_call_index or 0),
+                c.pre_tokens,
+                c.post_tokens,
+                c.trigger,
+            )
+            for c in compactions
+            if c.kind == "full"
+        ]
+        figure, downsampled = context_timeline(series, marks)
+        context.update(
+            agents=agents,
+            compactions=compactions,
+            runs=selectors.session_runs(session=session),
+            figure=figure,
+            downsampled=downsampled,
+            point_count=session.call_count,
+            subagent_count=sum(1 for a in agents if a.kind == AgentKind.SUBAGENT),
+        )
+        return render(request, self.template_name, context)
+
+
+class UploadView(WorkspaceTemplateView):
+    """Drag and drop transcripts or archives; each upload becomes a job with live progress."""
+
+    template_name = "traces/upload.html"
+
+    def get_context_data(self, **kwargs):
+        jobs = Job.objects.filter(workspace=self.workspace, kind=JOB_KIND).select_related(
+            "created_by"
+        )[:10]
+        return super().get_context_data(
+            form=kwargs.pop("form", UploadForm()),
+            jobs=jobs,
+            max_upload=settings.GOVERNANCE_MAX_UPLOAD_BYTES,
+            **kwargs,
+        )
+
+    def post(self, request, *args, **kwargs):
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        if length > settings.GOVERNANCE_MAX_UPLOAD_BYTES:
+            return self._too_large(
+                request,
+                f"The upload is {length:,} bytes; the limit is {settings.GOVERNANCE_MAX_UPLOAD_BYTES:,} bytes.",
+            )
+        form = UploadForm(request.POST, request.FILES)
+        if not form.is_valid():
+            return render(request, self.template_name, self.get_context_data(form=form), status=400)
+        try:
+            job = trace_uploads_receive(
+                workspace=self.workspace,
+                user=request.user,
+                files=request.FILES.getlist("files"),
+                source=UploadSource.WEB,
+                fmt=form.cleaned_data["format"],
+            )
+        except UploadTooLarge as exc:
+            return self._too_large(request, str(exc))
+        except InputError as exc:
+            form.add_error("files", str(exc))
+            return render(request, self.template_name, self.get_context_data(form=form), status=400)
+        messages.success(
+            request, f"Upload stored. Ingest job #{job.pk} is running; progress below."
+        )
+        return redirect("traces:upload", workspace=self.workspace.slug)
+
+    def _too_large(self, request, message):
+        form = UploadForm()
+        form.add_error(None, message)
+        return render(request, self.template_name, self.get_context_data(form=form), status=413)
+
+
+class TaskTypesView(WorkspaceTemplateView):
+    template_name = "traces/task_types.html"
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(
+            rules=task_types.__doc__, labels=task_types.LABELS, **kwargs
+        )
