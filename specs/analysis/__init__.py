@@ -1,0 +1,1 @@
+"""Pure spec content logic: canonical items, fingerprints, keys and diffs. No Django imports here."""
