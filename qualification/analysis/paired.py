@@ -279,9 +279,9 @@ def decide(*, ci95: Interval, ci90: Interval, delta: float, margin: float) -> De
         )
     return Decision(
         Verdict.INCONCLUSIVE,
-        f"The 95% interval ({pp(ci95.low)} to {pp(ci95.high)}) neither clears δ = "
-        f"{pp(delta)} nor excludes 0 from above, and the 90% interval is not inside "
-        f"±{100 * margin:.1f} pp. This is not evidence of no effect.",
+        f"The 95% interval ({pp(ci95.low)} to {pp(ci95.high)}) does not clear δ = {pp(delta)} "
+        f"and does not lie below 0, and the 90% interval ({pp(ci90.low)} to {pp(ci90.high)}) "
+        f"is not inside ±{100 * margin:.1f} pp. This is not evidence of no effect.",
     )
 
 
