@@ -1,0 +1,35 @@
+"""One FilterSet for the artifacts page and the API list: by run, command and status."""
+
+import django_filters
+from django.db.models import Q
+
+from artifacts.models import Artifact, ArtifactState
+
+STATUS_CHOICES = [
+    ("available", "available (complete)"),
+    ("truncated", "available (truncated)"),
+    ("expired", "expired"),
+    ("deleted", "deleted"),
+]
+
+
+class ArtifactFilter(django_filters.FilterSet):
+    run_id = django_filters.CharFilter(label="Run")
+    command = django_filters.CharFilter(lookup_expr="icontains", label="Command contains")
+    tool_call_id = django_filters.CharFilter(label="Tool call")
+    status = django_filters.ChoiceFilter(
+        choices=STATUS_CHOICES, method="filter_status", label="Status", empty_label="any"
+    )
+
+    class Meta:
+        model = Artifact
+        fields = ["run_id", "command", "tool_call_id", "status"]
+
+    def filter_status(self, queryset, name, value):
+        available = Q(state=ArtifactState.AVAILABLE)
+        return {
+            "available": queryset.filter(available, complete=True),
+            "truncated": queryset.filter(available, complete=False),
+            "expired": queryset.filter(state=ArtifactState.EXPIRED),
+            "deleted": queryset.filter(state=ArtifactState.DELETED),
+        }.get(value, queryset)
