@@ -213,6 +213,12 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "traces.*": {"queue": "ingest"},
+    "qualification.*": {"queue": "analysis"},
+    "contextfiles.*": {"queue": "analysis"},
+    "artifacts.*": {"queue": "maintenance"},
+}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None

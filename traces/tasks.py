@@ -9,7 +9,6 @@ from traces import services
 
 @shared_task(
     name="traces.ingest_uploads",
-    queue="ingest",
     time_limit=4 * 3600,
     acks_late=True,
     autoretry_for=(OperationalError,),
@@ -20,6 +19,6 @@ def ingest_uploads(job_id: int) -> None:
     job_run(job_id=job_id, work=services.trace_ingest_job_run)
 
 
-@shared_task(name="traces.derive_sessions", queue="ingest", time_limit=3600, acks_late=True)
+@shared_task(name="traces.derive_sessions", time_limit=3600, acks_late=True)
 def derive_sessions(workspace_id: int, session_ids: list[int]) -> None:
     services.sessions_derive_run(workspace_id=workspace_id, session_ids=session_ids)

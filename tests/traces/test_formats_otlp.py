@@ -1,0 +1,121 @@
+"""OTLP normalisation: id encodings, the three attribute dialects, rejected spans."""
+
+import base64
+import json
+
+from traces.formats.otlp import decode_id, normalise, spans_from_json
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+
+
+def request(spans, resource=None):
+    return json.dumps({"resourceSpans": [{
+        "resource": {"attributes": [{"key": k, "value": {"stringValue": v}} for k, v in (resource or {}).items()]},
+        "scopeSpans": [{"scope": {"name": "test", "version": "1.2"}, "spans": spans}],
+    }]}).encode()  # fmt: skip
+
+
+def span(span_id="eee19b7ec3c1b174", trace_id=TRACE, name="chat claude", **attrs):
+    values = []
+    for key, value in attrs.items():
+        key = key.replace("__", ".")
+        if isinstance(value, int):
+            values.append({"key": key, "value": {"intValue": str(value)}})
+        else:
+            values.append({"key": key, "value": {"stringValue": value}})
+    return {"traceId": trace_id, "spanId": span_id, "name": name, "startTimeUnixNano": "1767225600000000000",
+            "endTimeUnixNano": "1767225601000000000", "attributes": values}  # fmt: skip
+
+
+def test_the_official_example_has_no_llm_spans(shared_fixtures):
+    body = (shared_fixtures / "open-telemetry__opentelemetry-proto__trace.json").read_bytes()
+    result = normalise(spans_from_json(body))
+    assert (result.spans, result.ignored_spans, len(result.calls), result.rejected) == (1, 1, 0, [])
+
+
+def test_ids_in_hex_or_base64():
+    raw = bytes.fromhex(TRACE)
+    assert decode_id(TRACE.upper(), 16) == TRACE
+    assert decode_id(base64.b64encode(raw).decode(), 16) == TRACE
+    assert decode_id(raw, 16) == TRACE
+
+
+def test_genai_input_includes_cache_counts():
+    body = request([span(**{
+        "gen_ai__usage__input_tokens": 12000, "gen_ai__usage__cache_read__input_tokens": 9000,
+        "gen_ai__usage__cache_creation__input_tokens": 2000, "gen_ai__usage__output_tokens": 300,
+        "gen_ai__conversation__id": "conv-1", "gen_ai__response__model": "claude-sonnet-4", "gen_ai__response__id": "msg_1",
+    })])  # fmt: skip
+    (call,) = normalise(spans_from_json(body)).calls
+    assert (
+        call.input_tokens,
+        call.cache_read_tokens,
+        call.cache_creation_tokens,
+        call.output_tokens,
+        call.context_tokens,
+    ) == (1000, 9000, 2000, 300, 12000)
+    assert (call.session_id, call.model, call.key) == ("conv-1", "claude-sonnet-4", "msg_1")
+
+
+def test_genai_with_anthropic_meaning_is_detected():
+    body = request(
+        [
+            span(
+                **{
+                    "gen_ai__usage__input_tokens": 10,
+                    "gen_ai__usage__cache_read__input_tokens": 9000,
+                    "gen_ai__usage__output_tokens": 5,
+                }
+            )
+        ]
+    )
+    (call,) = normalise(spans_from_json(body)).calls
+    assert (call.input_tokens, call.cache_read_tokens, call.context_tokens) == (10, 9000, 9010)
+
+
+def test_claude_code_spans_use_anthropic_semantics_and_session_attribute():
+    body = request([span(name="claude_code.llm_request", input_tokens=7, cache_read_tokens=50000, cache_creation_tokens=800,
+                         output_tokens=120, model="claude-opus-4", request_id="req_9", **{"session__id": "cc-session", "agent_id": "sub-1"})])  # fmt: skip
+    result = normalise(spans_from_json(body))
+    (call,) = result.calls
+    assert (
+        call.input_tokens,
+        call.cache_read_tokens,
+        call.cache_creation_tokens,
+        call.context_tokens,
+    ) == (7, 50000, 800, 50807)
+    assert (call.session_id, call.agent_id, call.key, call.is_sidechain) == (
+        "cc-session",
+        "sub-1",
+        "req_9",
+        True,
+    )
+    assert list(result.agents) == [("cc-session", "sub-1")]
+
+
+def test_openinference_counts():
+    body = request([span(**{"llm__token_count__prompt": 5000, "llm__token_count__prompt_details__cache_read": 4000,
+                            "llm__token_count__completion": 200, "llm__model_name": "gpt-5", "session__id": "oi"})])  # fmt: skip
+    (call,) = normalise(spans_from_json(body)).calls
+    assert (
+        call.input_tokens,
+        call.cache_read_tokens,
+        call.output_tokens,
+        call.context_tokens,
+        call.model,
+    ) == (1000, 4000, 200, 5000, "gpt-5")
+
+
+def test_session_falls_back_to_trace_id_and_bad_spans_are_rejected():
+    body = request([
+        span(**{"gen_ai__usage__input_tokens": 100, "gen_ai__usage__output_tokens": 1}),
+        span(span_id="short", **{"gen_ai__usage__input_tokens": 100}),
+        span(span_id="eee19b7ec3c1b175", **{"gen_ai__usage__input_tokens": "lots"}),
+        span(span_id="eee19b7ec3c1b176", name="tool Read"),
+    ])  # fmt: skip
+    result = normalise(spans_from_json(body))
+    assert [c.session_id for c in result.calls] == [TRACE]
+    assert result.spans == 4 and result.ignored_spans == 1
+    reasons = dict(result.rejected)
+    assert "not 8 bytes" in reasons["short"]
+    assert "must be a non-negative integer" in reasons["eee19b7ec3c1b175"]

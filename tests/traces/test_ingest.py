@@ -1,0 +1,344 @@
+"""Ingestion into the database: counts, idempotency, growth, concurrency, interrupted work, bad input."""
+
+import gzip
+import io
+import threading
+import zipfile
+
+import pytest
+from django.db import connections
+
+from tests.traces.factories import (
+    claude_assistant,
+    claude_boundary,
+    claude_session,
+    claude_user,
+    write_lines,
+)
+from traces.formats.claude_code import ClaudeCodeParser
+from traces.ingest import IngestSummary, TraceLoader, decompress_text
+from traces.models import (
+    Agent,
+    Call,
+    CallText,
+    Compaction,
+    FileTouch,
+    IngestedFile,
+    RawUpload,
+    Run,
+    Session,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def test_all_real_fixtures(ingest, shared_fixtures, workspace):
+    summary = ingest(shared_fixtures)
+    assert summary.errors == []
+    assert summary.as_dict()["files"] == 14
+    assert summary.calls == Call.objects.count() == 693  # 206 Claude + 487 Codex calls
+    assert summary.sessions == Session.objects.count() == 12
+    assert summary.compactions == Compaction.objects.count() == 2
+    session = Session.objects.get(external_id="fe5e1c67-53e7-4862-81ae-d0e013e3270b")
+    assert (session.call_count, session.agent_count, session.title) == (
+        170,
+        6,
+        "Empty Repo Setup: CLAUDE.md Foundation Created",
+    )
+    # The streaming hazard: 262 lines but 170 calls; totals come from the kept lines.
+    assert session.output_tokens == sum(
+        Call.objects.filter(session=session).values_list("output_tokens", flat=True)
+    )
+    subagents = Agent.objects.filter(session=session, kind="subagent")
+    assert subagents.count() == 5 and set(subagents.values_list("start_kind", flat=True)) == {
+        "fresh"
+    }
+    assert all(a.initial_context and a.initial_context < 20_000 for a in subagents)
+    # Every call keeps its text, compressed.
+    assert CallText.objects.count() == 693
+    task_call = Call.objects.get(
+        session=session,
+        tool_names__contains="Task",
+        agent__kind="main",
+        session_index=Call.objects.filter(session=session, tool_names__contains="Task")
+        .order_by("session_index")
+        .values("session_index")[:1],
+    )
+    text = decompress_text(task_call.text.data)
+    assert [b["name"] for b in text["blocks"] if b["type"] == "tool_use"][0] == "Task"
+    codex = Session.objects.get(external_id="019c8a59-e9dd-71f0-9ae3-4079fe9726a9")
+    compaction = Compaction.objects.get(session=codex)
+    assert (compaction.pre_tokens, compaction.post_tokens) == (209950, 48297)
+    assert compaction.after_call_index == compaction.before_call_index + 1
+    runs = list(Run.objects.filter(session=codex).order_by("index"))
+    assert [r.call_count for r in runs] == [184, 102] and runs[1].started_by_id == compaction.pk
+    assert sum(r.call_count for r in Run.objects.filter(session=session)) == 170
+
+
+def test_same_bytes_twice_add_nothing(ingest, shared_fixtures):
+    first = ingest(
+        shared_fixtures
+        / "d-kimuson__claude-code-viewer__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+    )
+    assert first.calls == 7
+    second = ingest(
+        shared_fixtures
+        / "d-kimuson__claude-code-viewer__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+    )
+    assert (second.calls, second.files, second.skipped_files) == (0, 0, 1)
+    assert (
+        Call.objects.count() == 7
+        and RawUpload.objects.count() == 1
+        and IngestedFile.objects.count() == 1
+    )
+
+
+def test_a_grown_transcript_adds_only_its_new_calls(ingest, tmp_path):
+    path = tmp_path / "sess-1.jsonl"
+    lines = claude_session(40)
+    write_lines(path, lines[: 1 + 20 * 3])  # 20 calls, each 2 assistant lines + 1 result
+    assert ingest(path).calls == 20
+    write_lines(path, lines)
+    grown = ingest(path)
+    assert grown.calls == 20 and Call.objects.count() == 40
+    indexes = list(
+        Call.objects.order_by("session_index").values_list("session_index", "output_tokens")
+    )
+    assert indexes == [(i, 50 + i) for i in range(40)]
+    assert Session.objects.get().call_count == 40
+
+
+def test_a_later_line_with_more_output_updates_the_stored_call(ingest, tmp_path):
+    path = tmp_path / "a.jsonl"
+    write_lines(path, [claude_assistant("m1", "r1", out=1)])
+    ingest(path)
+    write_lines(path, [claude_assistant("m1", "r1", out=1), claude_assistant("m1", "r1", out=77)])
+    summary = ingest(path)
+    assert summary.calls == 0 and Call.objects.get().output_tokens == 77
+
+
+def test_interrupted_file_leaves_no_half_state_and_a_retry_finishes(workspace, tmp_path):
+    lines = claude_session(200)
+    data = ("\n".join(lines) + "\n").encode()
+
+    class Killed(Exception):
+        pass
+
+    def interrupted():
+        for number, line in enumerate(io.BytesIO(data), start=1):
+            if number == 400:
+                raise Killed
+            yield line
+
+    summary = IngestSummary()
+    loader = TraceLoader(workspace=workspace, summary=summary, file_name="sess.jsonl", batch_size=7)
+    with pytest.raises(Killed):
+        for record in ClaudeCodeParser("sess.jsonl").parse(interrupted()):
+            loader.feed(record)
+    partial = Call.objects.count()
+    assert 0 < partial < 200 and partial % 7 == 0  # only whole batches were committed
+    assert CallText.objects.count() == partial  # each batch's calls and texts commit together
+    retry = TraceLoader(
+        workspace=workspace, summary=IngestSummary(), file_name="sess.jsonl", batch_size=7
+    )
+    for record in ClaudeCodeParser("sess.jsonl").parse(io.BytesIO(data)):
+        retry.feed(record)
+    retry.finish()
+    assert Call.objects.count() == 200 and retry.summary.calls == 200 - partial
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_on_the_same_file_create_no_duplicates(workspace, tmp_path):
+    path = tmp_path / "sess-c.jsonl"
+    write_lines(path, claude_session(200, session="sess-c"))
+    from traces.services import ingest_paths
+
+    errors = []
+
+    def work():
+        try:
+            ingest_paths(workspace=workspace, paths=[str(path)])
+        except Exception as exc:  # collected and asserted below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert (
+        Call.objects.count() == 200
+        and Session.objects.count() == 1
+        and CallText.objects.count() == 200
+    )
+    assert Session.objects.get().call_count == 200
+    assert RawUpload.objects.count() == 1
+
+
+def test_subagent_files_join_their_session(ingest, tmp_path):
+    root = tmp_path / "projects" / "-work-project"
+    (root / "sess-1" / "subagents").mkdir(parents=True)
+    write_lines(root / "sess-1.jsonl", claude_session(5))
+    write_lines(
+        root / "sess-1" / "subagents" / "agent-abc.jsonl",
+        [
+            claude_assistant("s1", "rs1", t=15, cr=9000, sidechain=True, agentId="abc"),
+            claude_assistant("s2", "rs2", t=16, cr=11000, sidechain=True, agentId="abc"),
+        ],
+    )
+    (root / "sess-1" / "subagents" / "agent-abc.meta.json").write_text(
+        '{"agentType": "Explore", "description": "Survey the API", "toolUseId": "toolu_sess-1_1"}'
+    )
+    summary = ingest(tmp_path / "projects")
+    assert summary.calls == 7 and summary.sessions == 1
+    agent = Agent.objects.get(external_id="abc")
+    assert (
+        agent.kind,
+        agent.description,
+        agent.agent_type,
+        agent.call_count,
+        agent.parent.external_id,
+    ) == ("subagent", "Survey the API", "Explore", 2, "main")
+    assert agent.start_kind == "fresh"  # 9k against a parent already at ~21k
+    session = Session.objects.get()
+    assert (
+        list(
+            Call.objects.filter(session=session)
+            .order_by("session_index")
+            .values_list("agent__external_id", flat=True)
+        ).count("abc")
+        == 2
+    )
+
+
+def test_forked_subagent_is_flagged(ingest, tmp_path):
+    main = [claude_assistant(f"m{i}", f"r{i}", t=i, cr=100_000 + 10_000 * i) for i in range(5)]
+    fork = [
+        claude_assistant("f1", "rf1", t=10, cr=139_000, sidechain=True, agentId="forky"),
+        claude_assistant("f2", "rf2", t=11, cr=150_000, sidechain=True, agentId="forky"),
+    ]
+    write_lines(tmp_path / "sess-1.jsonl", main + fork)
+    ingest(tmp_path / "sess-1.jsonl")
+    assert Agent.objects.get(external_id="forky").start_kind == "fork"
+
+
+def test_compaction_post_tokens_come_from_the_next_call(ingest, tmp_path):
+    lines = [
+        claude_assistant("m1", "r1", t=1, cr=180_000),
+        claude_boundary(t=2, pre=180_205),
+        claude_user("summary " * 100, t=3, isCompactSummary=True),
+        claude_assistant("m2", "r2", t=4, inp=3, cc=20_000, cr=12_000),
+        claude_assistant(
+            "m3",
+            "r3",
+            t=5,
+            cr=40_000,
+            content=[
+                {"type": "tool_use", "id": "t", "name": "Edit", "input": {"file_path": "/a.py"}}
+            ],
+        ),
+    ]
+    write_lines(tmp_path / "sess-1.jsonl", lines)
+    ingest(tmp_path / "sess-1.jsonl")
+    compaction = Compaction.objects.get()
+    assert (
+        compaction.pre_tokens,
+        compaction.post_tokens,
+        compaction.before_call_index,
+        compaction.after_call_index,
+    ) == (180_205, 32_003, 0, 1)
+    runs = list(
+        Run.objects.order_by("index").values_list(
+            "index", "first_call_index", "call_count", "max_context"
+        )
+    )
+    assert runs == [(0, 0, 1, 180_105), (1, 1, 2, 40_105)]
+    touch = FileTouch.objects.get()
+    assert (touch.path, touch.mode, touch.run_index, touch.call_index) == ("/a.py", "edit", 1, 2)
+
+
+def test_archives_and_gzip_are_unpacked(ingest, tmp_path, shared_fixtures):
+    archive = tmp_path / "claude-projects.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.write(
+            shared_fixtures
+            / "d-kimuson__claude-code-viewer__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+            "proj/1af7fc5e.jsonl",
+        )
+        z.writestr("proj/notes.txt", "ignored")
+    gz = tmp_path / "rollout-2026-03-01T09-00-00-019c0000-0000-7000-8000-0000000000aa.jsonl.gz"
+    gz.write_bytes(
+        gzip.compress(
+            (shared_fixtures / "ryoppippi__ccusage__codex-session-alpha.jsonl").read_bytes()
+        )
+    )
+    summary = ingest(archive, gz)
+    assert summary.calls == 9 and summary.files == 2 and summary.errors == []
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (b"", "empty file"),
+        (bytes(range(256)) * 40, "not a recognised trace format"),
+        (b"hello, this is a text file\nnot json at all\n", "not a recognised trace format"),
+    ],
+)
+def test_files_that_are_not_traces_are_reported(ingest, tmp_path, content, error):
+    path = tmp_path / "thing.jsonl"
+    path.write_bytes(content)
+    summary = ingest(path)
+    assert summary.calls == 0
+    assert len(summary.errors) == 1 and error in summary.errors[0]["error"]
+    assert summary.errors[0]["file"] == "thing.jsonl"
+    assert RawUpload.objects.count() == 1  # the raw input is kept as evidence
+
+
+def test_malformed_lines_are_reported_and_valid_lines_kept(ingest, tmp_path):
+    lines = claude_session(3)
+    lines.insert(2, "{broken")
+    lines.insert(
+        5,
+        '{"type": "assistant", "sessionId": "sess-1", "timestamp": "2026-03-01T09:00:00Z", "message": {"id": "x", "usage": {"input_tokens": -1}}}',
+    )
+    path = tmp_path / "sess-1.jsonl"
+    write_lines(path, lines)
+    summary = ingest(path)
+    assert summary.calls == 3 and summary.malformed_lines == 2
+    assert [(e["file"], e["line"]) for e in summary.errors] == [
+        ("sess-1.jsonl", 3),
+        ("sess-1.jsonl", 6),
+    ]
+    assert "malformed JSON" in summary.errors[0]["error"]
+    assert "message.usage.input_tokens" in summary.errors[1]["error"]
+
+
+def test_truncated_zip_is_a_clear_error(ingest, tmp_path, shared_fixtures):
+    archive = tmp_path / "cut.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.write(
+            shared_fixtures
+            / "d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
+            "a.jsonl",
+        )
+    archive.write_bytes(archive.read_bytes()[:2000])
+    summary = ingest(archive)
+    assert summary.calls == 0
+    assert summary.errors[0]["file"] == "cut.zip" and "zip" in summary.errors[0]["error"]
+
+
+def test_workspaces_are_isolated(ingest, shared_fixtures, workspace, other_workspace):
+    fixture = shared_fixtures / "ryoppippi__ccusage__claude-project-alpha-chat.jsonl"
+    ingest(fixture)
+    summary = ingest(fixture, target=other_workspace)
+    assert summary.calls == 3  # the same bytes are new to the other workspace
+    assert (
+        Session.objects.filter(workspace=workspace).count()
+        == Session.objects.filter(workspace=other_workspace).count()
+        == 1
+    )
+    assert Call.objects.filter(workspace=other_workspace, session__workspace=workspace).count() == 0
