@@ -277,7 +277,7 @@ class TraceLoader:
         columns = ", ".join(CALL_COLUMNS)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATED_ON_CONFLICT)
         with connection.cursor() as cursor:
-            cursor.execute(  # noqa: S608 (constant column names)
+            cursor.execute(
                 "CREATE TEMP TABLE IF NOT EXISTS traces_call_stage ON COMMIT DELETE ROWS AS "
                 f"SELECT {columns} FROM traces_call WITH NO DATA"
             )
@@ -286,7 +286,7 @@ class TraceLoader:
                 for row in rows:
                     copy.write_row(row)
             merge = (  # column names are constants, not input
-                f"INSERT INTO traces_call ({columns}) SELECT {columns} FROM traces_call_stage "  # noqa: S608
+                f"INSERT INTO traces_call ({columns}) SELECT {columns} FROM traces_call_stage "
                 f"ON CONFLICT (session_id, key) DO UPDATE SET {updates} "
                 "WHERE EXCLUDED.output_tokens > traces_call.output_tokens "
                 "RETURNING id, session_id, key, (xmax = 0) AS inserted"

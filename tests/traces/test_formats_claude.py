@@ -304,7 +304,7 @@ def test_inline_sidechains_become_separate_agents_linked_to_their_task():
 )
 def test_bad_lines_are_reported_with_their_line_number_and_the_rest_is_kept(line, message):
     lines = [claude_assistant("m1", "r1", t=1), line, claude_assistant("m2", "r2", t=2)]
-    parser, records = parse(lines)
+    _parser, records = parse(lines)
     errors = [r for r in records if isinstance(r, ParseError)]
     assert len(errors) == 1 and errors[0].line == 2 and message in errors[0].message
     assert [c.key for c in calls_of(records)] == ["m1:r1", "m2:r2"]

@@ -65,7 +65,7 @@ def test_all_real_fixtures(ingest, shared_fixtures, workspace):
         .values("session_index")[:1],
     )
     text = decompress_text(task_call.text.data)
-    assert [b["name"] for b in text["blocks"] if b["type"] == "tool_use"][0] == "Task"
+    assert next(b["name"] for b in text["blocks"] if b["type"] == "tool_use") == "Task"
     codex = Session.objects.get(external_id="019c8a59-e9dd-71f0-9ae3-4079fe9726a9")
     compaction = Compaction.objects.get(session=codex)
     assert (compaction.pre_tokens, compaction.post_tokens) == (209950, 48297)
