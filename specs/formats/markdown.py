@@ -243,6 +243,25 @@ class _ItemDraft:
     alternatives: list[tuple[_Block, list[_Block]]] = field(default_factory=list)
 
 
+def parse_source(line: str) -> Source:
+    """One source line: a URL, trace-session:<id> or trace-run:<id>, then optionally ' — label'."""
+    token, label = (*_LABEL_SEPARATOR.split(line.strip(), maxsplit=1), "")[:2]
+    token = token.strip()
+    label = _single_line(label)
+    for kind, prefix in SOURCE_PREFIXES.items():
+        if token.lower().startswith(prefix):
+            ref = token[len(prefix) :]
+            if not ref.isdigit():
+                raise ValueError(f"'{token}' needs a numeric id, e.g. {prefix}42")
+            return Source(kind, str(int(ref)), label)
+    if _URL.fullmatch(token):
+        return Source("url", token, label)
+    raise ValueError(
+        f"'{token}' is not a source; use a URL (https://…), trace-session:<id> or "
+        "trace-run:<id>, optionally followed by ' — label'"
+    )
+
+
 def parse_markdown(text: str) -> ImportResult:
     """Read a spec from Markdown. Raises MarkdownImportError listing every problem by line."""
     parser = _Parser()
@@ -344,25 +363,10 @@ class _Parser:
         self.stack = [block]
 
     def source(self, number: int, body: str) -> None:
-        token, label = (*_LABEL_SEPARATOR.split(body, maxsplit=1), "")[:2]
-        token = token.strip()
-        label = _single_line(label)
-        for kind, prefix in SOURCE_PREFIXES.items():
-            if token.lower().startswith(prefix):
-                ref = token[len(prefix) :]
-                if not ref.isdigit():
-                    self.error(number, f"'{token}' needs a numeric id, e.g. {prefix}42")
-                    return
-                self.sources.append(Source(kind, str(int(ref)), label))
-                return
-        if _URL.fullmatch(token):
-            self.sources.append(Source("url", token, label))
-            return
-        self.error(
-            number,
-            f"'{token}' is not a source; use a URL (https://…), trace-session:<id> or "
-            "trace-run:<id>, optionally followed by ' — label'",
-        )
+        try:
+            self.sources.append(parse_source(body))
+        except ValueError as exc:
+            self.error(number, str(exc))
 
     # Indented lines: continuation text, or a nested bullet of an open block.
     def indented(self, number: int, line: str, indent: int) -> None:
