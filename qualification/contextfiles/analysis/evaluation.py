@@ -348,3 +348,41 @@ def _task_level(
         [float(np.mean(without_rates[t])) for t in tasks],
         margin=margin,
     )
+
+
+def bare_table_summary(
+    table: PairedTable,
+    *,
+    delta: float,
+    margin: float,
+    pilot_discordance: float | None = None,
+    target_power: float = 0.8,
+) -> dict:
+    """The results statistics for a bare 2×2 table (the paired-comparison calculator)."""
+    comparison = compare_paired(table, delta=delta, margin=margin)
+    power = power_statement(
+        n_pairs=table.n,
+        observed_psi=table.discordance,
+        margin=margin,
+        delta=delta,
+        registered_psi=pilot_discordance,
+        target_power=target_power,
+    )
+    return {
+        "n_pairs": table.n,
+        "table": table.as_dict(),
+        "difference": comparison.difference,
+        "ci95": comparison.ci95.as_list(),
+        "ci90": comparison.ci90.as_list(),
+        "ci_method": comparison.ci95.method,
+        "mcnemar_p_exact": comparison.mcnemar.exact_p,
+        "mcnemar_midp": comparison.mcnemar.mid_p,
+        "equivalent": comparison.equivalent,
+        "verdict": comparison.verdict.value,
+        "verdict_reason": comparison.decision.reason,
+        "delta": delta,
+        "margin": margin,
+        "power": power.superiority_power,
+        "needed_pairs": power.superiority_needed,
+        "power_detail": asdict(power),
+    }

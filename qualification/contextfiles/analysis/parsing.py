@@ -30,7 +30,7 @@ GROUP_LABEL_MAX_WORDS = 4
 
 GENERATED_START = re.compile(r"<!--\s*(?:begin\s+)?generated\b(?P<attrs>[^>]*?)-->", re.IGNORECASE)
 GENERATED_END = re.compile(r"<!--\s*(?:end\s+generated|/generated)\b[^>]*-->", re.IGNORECASE)
-_ATTR = re.compile(r"(?P<key>[a-z_-]+)\s*[=:]\s*(?P<value>\"[^\"]*\"|'[^']*'|\S+)", re.IGNORECASE)
+_ATTR = re.compile(r"(?P<key>[a-z][a-z0-9_-]*)\s*[=:]\s*(?P<value>\"[^\"]*\"|'[^']*'|\S+)", re.IGNORECASE)
 
 
 class Category(StrEnum):

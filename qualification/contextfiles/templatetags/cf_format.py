@@ -1,0 +1,48 @@
+"""Formatting for differences, intervals and p-values on the context-file pages."""
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def pp(value, digits=1):
+    """0.0621 → '+6.2 pp' (a difference of proportions in percentage points)."""
+    if value is None:
+        return "–"
+    return f"{100 * float(value):+.{int(digits)}f} pp".replace("-", "−")
+
+
+@register.filter
+def ci_pp(interval, digits=1):
+    """[lo, hi] → '−11.9 to −0.5 pp'."""
+    if not interval:
+        return "–"
+    low, high = interval[0], interval[1]
+    return (
+        f"{100 * float(low):+.{int(digits)}f} to {100 * float(high):+.{int(digits)}f} pp"
+    ).replace("-", "−")
+
+
+@register.filter
+def pvalue(value):
+    if value is None:
+        return "–"
+    value = float(value)
+    if value < 0.001:
+        return "< .001"
+    return f"{value:.3f}".lstrip("0") if value < 1 else "1"
+
+
+@register.filter
+def share(value, digits=0):
+    if value is None:
+        return "–"
+    return f"{100 * float(value):.{int(digits)}f}%"
+
+
+@register.filter
+def signed_pct(value, digits=0):
+    if value is None:
+        return "–"
+    return f"{100 * float(value):+.{int(digits)}f}%".replace("-", "−")
