@@ -210,7 +210,7 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
                 values[name] = value.strip()
         metadata = s.WriteInputSerializer(data=values)
         if not metadata.is_valid() or errors:
-            errors |= {HEADERS.get(key, key): value for key, value in metadata.errors.items()}
+            errors = {HEADERS.get(k, k): v for k, v in metadata.errors.items()} | errors
             self._fail(request, token, f"bad metadata: {errors}", values)
             raise exceptions.ValidationError(errors)
         length = request.META.get("CONTENT_LENGTH") or ""
