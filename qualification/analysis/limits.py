@@ -1,0 +1,249 @@
+"""The production-limit rule (METHODS.md §7) and the budget check of an assembly against an
+operating limit. Plain data in, dataclasses out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qualification.analysis.refusals import format_tokens
+
+CONSEQUENCES = ("low", "medium", "high")
+
+# consequence → (margin factor, confidence, binomial interval method). Our rule, not the
+# literature's: cheap retries and deterministic checks may run close to the knee; costly
+# failure with weak verification keeps one doubling of distance at 99% with exact intervals.
+CONSEQUENCE_DEFAULTS = {
+    "low": {"margin_factor": 1.0, "confidence": 0.90, "interval_method": "wilson"},
+    "medium": {"margin_factor": 0.75, "confidence": 0.95, "interval_method": "wilson"},
+    "high": {"margin_factor": 0.5, "confidence": 0.99, "interval_method": "beta"},
+}
+
+MARGIN_REASONS = {
+    "low": "low consequence (cheap retries, deterministic verification): no margin below "
+    "the basis, at 90% confidence",
+    "medium": "medium consequence: ×0.75 of the basis at 95% confidence",
+    "high": "high consequence (costly failure, weak verification): ×0.5 — one doubling "
+    "down — at 99% confidence with Clopper–Pearson intervals",
+}
+
+RESERVE_ACTIONS = {
+    "compact": "Compact the context",
+    "restart_from_spec": "Restart from the consolidated specification",
+    "split_task": "Split the task",
+    "escalate": "Escalate to a human",
+    "split_change": "Split the change across pull requests",
+}
+
+SOURCE_SUGGESTIONS = {
+    "system": "System prompt",
+    "tool_schemas": "Tool schemas",
+    "retrieved_files": "Retrieved files",
+    "history": "Conversation history",
+    "memory": "Memory",
+    "compaction_summary": "Compaction summary",
+}
+
+# Seed 004's per-stage window budget, offered as a template.
+SEED_004_STAGES = [
+    {"key": "ticket_parsing", "label": "Ticket parsing", "max_tokens": 4000,
+     "target_tokens": None, "action": "split_task"},
+    {"key": "plan_generation", "label": "Plan generation", "max_tokens": 12000,
+     "target_tokens": None, "action": "split_task"},
+    {"key": "file_selection", "label": "File selection", "max_tokens": 20000,
+     "target_tokens": None, "action": "split_task"},
+    {"key": "code_generation", "label": "Code generation", "max_tokens": 40000,
+     "target_tokens": 25000, "action": "split_change"},
+    {"key": "reviewer_summary", "label": "Reviewer summary", "max_tokens": 30000,
+     "target_tokens": None, "action": "escalate"},
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FamilyBasis:
+    family: str
+    ecl_tokens: int | None
+    ecl_status: str
+    lower_ecl_tokens: int | None
+    knee_tokens: int | None
+    refused: bool
+
+
+@dataclass(frozen=True)
+class LimitProposal:
+    tokens: int | None
+    weakest_family: str | None
+    basis_tokens: int | None
+    basis_kind: str  # "knee", "lower_ecl", "ecl" or ""
+    margin_factor: float
+    confidence: float
+    consequence: str
+    target_tokens: float | None
+    reason: str
+    margin_reason: str
+    candidates: list[dict] = field(default_factory=list)
+    basis_text: str = ""
+
+
+def _basis_text(kind: str, confidence: float) -> str:
+    return {
+        "knee": "knee",
+        "lower_ecl": f"{confidence:.0%} lower ECL",
+        "ecl": "largest passing stratum",
+    }.get(kind, "")
+
+
+def propose_limit(
+    families: list[FamilyBasis],
+    strata: list[int],
+    *,
+    consequence: str,
+    margin_factor: float,
+    confidence: float,
+) -> LimitProposal:
+    """Weakest family's min(knee, lower ECL) × margin, rounded down to a tested stratum.
+
+    Never above any family's largest passing stratum, never extrapolated.
+    """
+    strata = sorted(int(s) for s in strata)
+    margin_reason = MARGIN_REASONS.get(consequence, f"margin ×{margin_factor:g}")
+
+    def refuse(reason, weakest=None, candidates=()):
+        return LimitProposal(
+            None, weakest, None, "", margin_factor, confidence, consequence, None, reason,
+            margin_reason, list(candidates),
+        )  # fmt: skip
+
+    if not families:
+        return refuse("No task families to base a limit on.")
+    refused = [f.family for f in families if f.refused]
+    if refused:
+        return refuse(
+            f"No limit: the ECL of {', '.join(refused)} was refused, so the weakest family "
+            "is unknown. Fix the data the refusal names."
+        )
+    candidates = []
+    for family in families:
+        if family.lower_ecl_tokens is None or family.ecl_tokens is None:
+            return refuse(
+                f"No limit: {family.family} does not meet θ even at the smallest tested stratum "
+                f"({format_tokens(strata[0])}) at {confidence:.0%} confidence. Test smaller "
+                "strata, or requalify with a better configuration.",
+                weakest=family.family,
+            )
+        basis, kind = family.lower_ecl_tokens, "lower_ecl"
+        if family.knee_tokens is not None and family.knee_tokens < basis:
+            basis, kind = family.knee_tokens, "knee"
+        if basis > family.ecl_tokens:
+            basis, kind = family.ecl_tokens, "ecl"
+        candidates.append({"family": family.family, "basis_tokens": basis, "basis_kind": kind})
+    weakest = min(candidates, key=lambda c: (c["basis_tokens"], c["family"]))
+    target = weakest["basis_tokens"] * margin_factor
+    allowed = [s for s in strata if s <= target + 1e-9]
+    kind_text = _basis_text(weakest["basis_kind"], confidence)
+    if not allowed:
+        return LimitProposal(
+            None, weakest["family"], weakest["basis_tokens"], weakest["basis_kind"],
+            margin_factor, confidence, consequence, target,
+            f"No limit: {weakest['family']}'s {kind_text} ({format_tokens(weakest['basis_tokens'])}) "
+            f"× {margin_factor:g} = {format_tokens(round(target))} is below the smallest tested "
+            "stratum. Test smaller strata.",
+            margin_reason, candidates, kind_text,
+        )  # fmt: skip
+    tokens = allowed[-1]
+    return LimitProposal(
+        tokens, weakest["family"], weakest["basis_tokens"], weakest["basis_kind"],
+        margin_factor, confidence, consequence, target,
+        f"{weakest['family']} is the weakest family: its {kind_text} is "
+        f"{format_tokens(weakest['basis_tokens'])}; × {margin_factor:g} = "
+        f"{format_tokens(round(target))}, rounded down to the tested stratum "
+        f"{format_tokens(tokens)}.",
+        margin_reason, candidates, kind_text,
+    )  # fmt: skip
+
+
+# --- budget checks ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageBudget:
+    key: str
+    label: str
+    max_tokens: int
+    target_tokens: int | None = None
+    action: str = ""
+
+
+@dataclass(frozen=True)
+class LimitSpec:
+    max_context_tokens: int
+    max_initial_assembly_tokens: int
+    reserve_tokens: int
+    reserve_action: str
+    source_limits: dict[str, int] = field(default_factory=dict)
+    stages: list[StageBudget] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    verdict: str  # "within" | "over"
+    total: int
+    limit: int
+    reserve_left: int
+    over_sources: list[dict]
+    action: str
+    stage: str
+    unbudgeted_sources: list[str]
+    above_target: bool
+    reasons: list[str]
+
+
+def check_budget(spec: LimitSpec, allocation: dict[str, int], stage: str = "") -> BudgetVerdict:
+    """Compare one assembly's tokens by source with the limit (or one stage's budget).
+
+    `reserve_left` is the room between this assembly and the qualified maximum context: what
+    is left for tool output and correction before the reserve action must fire.
+    """
+    stage_budget = None
+    if stage:
+        stage_budget = next((s for s in spec.stages if s.key == stage), None)
+        if stage_budget is None:
+            known = ", ".join(s.key for s in spec.stages) or "none"
+            raise ValueError(f"stage: unknown stage {stage!r}; this limit defines: {known}")
+    limit = stage_budget.max_tokens if stage_budget else spec.max_initial_assembly_tokens
+    total = int(sum(allocation.values()))
+    over_sources = [
+        {"source": source, "tokens": int(tokens), "limit": int(spec.source_limits[source])}
+        for source, tokens in allocation.items()
+        if source in spec.source_limits and tokens > spec.source_limits[source]
+    ]
+    unbudgeted = (
+        sorted(s for s in allocation if s not in spec.source_limits) if spec.source_limits else []
+    )
+    reasons = []
+    where = f"the {stage_budget.label} budget" if stage_budget else "the maximum initial assembly"
+    if total > limit:
+        reasons.append(f"total {total:,} exceeds {where} of {limit:,}")
+    for item in over_sources:
+        reasons.append(
+            f"{item['source']} {item['tokens']:,} exceeds its limit of {item['limit']:,}"
+        )
+    over = bool(reasons)
+    action = "proceed"
+    if over:
+        action = (stage_budget.action if stage_budget and stage_budget.action else "") or (
+            spec.reserve_action
+        )
+    target = stage_budget.target_tokens if stage_budget else None
+    return BudgetVerdict(
+        verdict="over" if over else "within",
+        total=total,
+        limit=limit,
+        reserve_left=spec.max_context_tokens - total,
+        over_sources=over_sources,
+        action=action,
+        stage=stage,
+        unbudgeted_sources=unbudgeted,
+        above_target=bool(target and total > target),
+        reasons=reasons,
+    )

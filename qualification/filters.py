@@ -1,0 +1,63 @@
+"""FilterSets shared by the pages and the API lists."""
+
+import django_filters
+
+from qualification.models import (
+    AssemblyAudit,
+    Consequence,
+    LimitStatus,
+    OperatingLimit,
+    Qualification,
+    QualificationStatus,
+    Trial,
+)
+
+
+class QualificationFilter(django_filters.FilterSet):
+    model = django_filters.CharFilter(
+        field_name="configuration__model_name", lookup_expr="icontains", label="Model"
+    )
+    workload = django_filters.CharFilter(
+        field_name="workload__name", lookup_expr="icontains", label="Workload"
+    )
+    status = django_filters.ChoiceFilter(choices=QualificationStatus.choices)
+    consequence = django_filters.ChoiceFilter(choices=Consequence.choices)
+
+    class Meta:
+        model = Qualification
+        fields = ["model", "workload", "status", "consequence"]
+
+
+class TrialFilter(django_filters.FilterSet):
+    family = django_filters.CharFilter(field_name="task__family__key", label="Family")
+    task = django_filters.CharFilter(field_name="task__external_id", label="Task")
+    stratum = django_filters.NumberFilter(field_name="stratum_tokens", label="Stratum (tokens)")
+    task_correct = django_filters.BooleanFilter(label="Correct")
+
+    class Meta:
+        model = Trial
+        fields = ["family", "task", "stratum", "task_correct"]
+
+
+class OperatingLimitFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=LimitStatus.choices)
+    model = django_filters.CharFilter(
+        field_name="qualification__configuration__model_name",
+        lookup_expr="icontains",
+        label="Model",
+    )
+
+    class Meta:
+        model = OperatingLimit
+        fields = ["status", "model", "qualification"]
+
+
+class AssemblyAuditFilter(django_filters.FilterSet):
+    verdict = django_filters.ChoiceFilter(choices=[("within", "within"), ("over", "over")])
+    stage = django_filters.CharFilter(label="Stage")
+    operating_limit = django_filters.NumberFilter(label="Limit #")
+    run_ref = django_filters.CharFilter(lookup_expr="icontains", label="Run")
+
+    class Meta:
+        model = AssemblyAudit
+        fields = ["verdict", "stage", "operating_limit", "run_ref"]

@@ -1,0 +1,1 @@
+"""Pure parsers for qualification inputs. No Django imports here."""

@@ -1,0 +1,401 @@
+"""Reads for qualification, always scoped by workspace. A missing or foreign object is a 404."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import orjson
+import pandas as pd
+from django.db.models import Count, Max, Q, QuerySet
+from django.http import Http404
+
+from governance.models import Job, JobStatus
+from qualification.analysis.sweep import AnalysisParams, trials_frame
+from qualification.models import (
+    AssemblyAudit,
+    LimitStatus,
+    OperatingLimit,
+    Qualification,
+    QualificationAnalysis,
+    Trial,
+    TrialUpload,
+)
+
+
+def qualifications_for(*, workspace) -> QuerySet[Qualification]:
+    return (
+        Qualification.objects.filter(workspace=workspace)
+        .select_related("configuration", "workload", "supersedes", "created_by")
+        .annotate(trial_count=Count("trials"))
+    )
+
+
+def qualification_get(*, workspace, pk) -> Qualification:
+    qualification = (
+        Qualification.objects.filter(workspace=workspace, pk=pk)
+        .select_related("configuration", "workload", "supersedes__configuration", "created_by")
+        .first()
+    )
+    if qualification is None:
+        raise Http404("No such qualification in this workspace.")
+    return qualification
+
+
+def trials_for(*, qualification: Qualification) -> QuerySet[Trial]:
+    return Trial.objects.filter(
+        workspace=qualification.workspace, qualification=qualification
+    ).select_related("task__family", "session")
+
+
+def uploads_for(*, qualification: Qualification) -> QuerySet[TrialUpload]:
+    return TrialUpload.objects.filter(
+        workspace=qualification.workspace, qualification=qualification
+    ).select_related("job", "uploaded_by")
+
+
+def trial_summary(*, qualification: Qualification) -> dict:
+    trials = Trial.objects.filter(workspace=qualification.workspace, qualification=qualification)
+    summary = trials.aggregate(
+        trials=Count("id"),
+        tasks=Count("task", distinct=True),
+        strata=Count("stratum_tokens", distinct=True),
+        max_repeat=Max("repeat"),
+    )
+    summary["families"] = list(
+        trials.values("task__family__key")
+        .annotate(trials=Count("id"), tasks=Count("task", distinct=True))
+        .order_by("task__family__key")
+    )
+    return summary
+
+
+def trial_frame(*, qualification: Qualification) -> pd.DataFrame:
+    """The columns analysis needs, straight from the database (no ORM objects)."""
+    rows = Trial.objects.filter(
+        workspace=qualification.workspace, qualification=qualification
+    ).values_list(
+        "task__family__key",
+        "task__external_id",
+        "stratum_tokens",
+        "repeat",
+        "task_correct",
+        "retrieval_correct",
+        "input_tokens",
+        "output_tokens",
+        "model_calls",
+        "tool_calls",
+        "cost_usd",
+        "latency_ms",
+    )
+    return trials_frame(list(rows))
+
+
+def analysis_params_for(qualification: Qualification) -> AnalysisParams:
+    return AnalysisParams.for_qualification(
+        threshold=qualification.threshold,
+        consequence=qualification.consequence,
+        overrides=qualification.analysis_params,
+    )
+
+
+def params_fingerprint(params: AnalysisParams) -> str:
+    return hashlib.sha256(orjson.dumps(params.as_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def analysis_current(*, qualification: Qualification) -> QualificationAnalysis | None:
+    """The cached analysis of the qualification's current trials and parameters, if any."""
+    fingerprint = params_fingerprint(analysis_params_for(qualification))
+    return QualificationAnalysis.objects.filter(
+        workspace=qualification.workspace,
+        qualification=qualification,
+        data_version=qualification.data_version,
+        params_fingerprint=fingerprint,
+    ).first()
+
+
+def analysis_latest(*, qualification: Qualification) -> QualificationAnalysis | None:
+    """The newest analysis, possibly of an earlier version (shown while the next one runs)."""
+    return (
+        QualificationAnalysis.objects.filter(
+            workspace=qualification.workspace, qualification=qualification
+        )
+        .order_by("-data_version", "-computed_at")
+        .first()
+    )
+
+
+def analysis_job_pending(*, qualification: Qualification) -> Job | None:
+    return (
+        Job.objects.filter(
+            workspace=qualification.workspace,
+            kind="qualification_analysis",
+            params__qualification_id=qualification.pk,
+            params__data_version=qualification.data_version,
+        )
+        .filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING])
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def upload_job_running(*, qualification: Qualification) -> Job | None:
+    return (
+        Job.objects.filter(
+            workspace=qualification.workspace,
+            kind="trial_upload",
+            params__qualification_id=qualification.pk,
+            status__in=[JobStatus.QUEUED, JobStatus.RUNNING],
+        )
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def latest_qualification_for(*, workspace, model_name: str, workload_name: str | None = None):
+    qualifications = Qualification.objects.filter(
+        workspace=workspace, configuration__model_name=model_name
+    )
+    if workload_name is not None:
+        qualifications = qualifications.filter(workload__name=workload_name)
+    return (
+        qualifications.select_related("configuration", "workload")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+# --- operating limits ----------------------------------------------------------------
+
+
+def operating_limits_for(*, workspace) -> QuerySet[OperatingLimit]:
+    return OperatingLimit.objects.filter(workspace=workspace).select_related(
+        "qualification__configuration",
+        "qualification__workload",
+        "created_by",
+        "approved_by",
+        "supersedes",
+    )
+
+
+def operating_limit_get(*, workspace, pk) -> OperatingLimit:
+    limit = operating_limits_for(workspace=workspace).filter(pk=pk).first()
+    if limit is None:
+        raise Http404("No such operating limit in this workspace.")
+    return limit
+
+
+def active_limit_for(*, workspace, model_name: str, workload_name: str) -> OperatingLimit | None:
+    return (
+        OperatingLimit.objects.filter(
+            workspace=workspace,
+            status=LimitStatus.APPROVED,
+            qualification__configuration__model_name=model_name,
+            qualification__workload__name=workload_name,
+        )
+        .order_by("-approved_at", "-id")
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class Requalification:
+    due: bool
+    latest: Qualification | None = None
+    changes: list[tuple[str, object, object]] = field(default_factory=list)
+    successor: OperatingLimit | None = None  # a proposal waiting for review, if any
+
+
+def requalification_status(*, limit: OperatingLimit) -> Requalification:
+    """Due when the latest qualification of the same model and workload was run under a
+    different configuration fingerprint (or workload version) than the one this limit cites."""
+    if limit.status != LimitStatus.APPROVED:
+        return Requalification(due=False)
+    own = limit.qualification
+    latest = latest_qualification_for(
+        workspace=limit.workspace,
+        model_name=own.configuration.model_name,
+        workload_name=own.workload.name,
+    )
+    if latest is None or (
+        latest.configuration.fingerprint == limit.configuration_fingerprint
+        and latest.workload_id == own.workload_id
+    ):
+        return Requalification(due=False, latest=latest)
+    before, after = own.configuration.pinned_fields(), latest.configuration.pinned_fields()
+    changes = [(key, before[key], after[key]) for key in before if before[key] != after[key]]
+    if latest.workload_id != own.workload_id:
+        changes.append(("workload", str(own.workload), str(latest.workload)))
+    successor = limit.successors.filter(status=LimitStatus.PROPOSED).order_by("-created_at").first()
+    return Requalification(due=True, latest=latest, changes=changes, successor=successor)
+
+
+LIMIT_FIELDS = [
+    ("max_context_tokens", "Maximum context"),
+    ("max_initial_assembly_tokens", "Maximum initial assembly"),
+    ("reserve_tokens", "Reserve"),
+    ("reserve_action", "When the reserve is exhausted"),
+    ("source_limits", "Per-source limits"),
+    ("stage_budgets", "Per-stage budgets"),
+    ("configuration_fingerprint", "Configuration fingerprint"),
+]
+
+
+def limit_changes(*, limit: OperatingLimit) -> list[tuple[str, object, object]]:
+    """What a limit changes relative to the one it supersedes: (label, before, after)."""
+    previous = limit.supersedes
+    if previous is None:
+        return []
+    changes = []
+    for name, label in LIMIT_FIELDS:
+        before, after = getattr(previous, name), getattr(limit, name)
+        if name == "source_limits":
+            for source in sorted(set(before) | set(after)):
+                if before.get(source) != after.get(source):
+                    changes.append((f"{label}: {source}", before.get(source), after.get(source)))
+        elif name == "stage_budgets":
+            old = {s["key"]: s["max_tokens"] for s in before}
+            new = {s["key"]: s["max_tokens"] for s in after}
+            for key in sorted(set(old) | set(new)):
+                if old.get(key) != new.get(key):
+                    changes.append((f"{label}: {key}", old.get(key), new.get(key)))
+        elif before != after:
+            changes.append((label, before, after))
+    return changes
+
+
+def requalification_due_count(*, workspace) -> int:
+    return sum(
+        1
+        for limit in operating_limits_for(workspace=workspace).filter(status=LimitStatus.APPROVED)
+        if requalification_status(limit=limit).due
+    )
+
+
+# --- assembly audits -------------------------------------------------------------------
+
+
+def audits_for(*, workspace) -> QuerySet[AssemblyAudit]:
+    return AssemblyAudit.objects.filter(workspace=workspace).select_related(
+        "operating_limit", "created_by"
+    )
+
+
+def audit_get(*, workspace, pk) -> AssemblyAudit:
+    audit = audits_for(workspace=workspace).filter(pk=pk).first()
+    if audit is None:
+        raise Http404("No such budget check in this workspace.")
+    return audit
+
+
+def audit_counts(*, workspace) -> dict:
+    return AssemblyAudit.objects.filter(workspace=workspace).aggregate(
+        total=Count("id"), over=Count("id", filter=Q(verdict="over"))
+    )
+
+
+# --- for other areas: the lab's view of a model ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabStratum:
+    tokens: int
+    accuracy: float | None
+    ci: tuple[float | None, float | None]
+    tasks: int
+
+
+@dataclass(frozen=True)
+class LabFamily:
+    family: str
+    strata: list[LabStratum]
+    ecl_tokens: int | None
+    ecl_status: str
+    ecl_text: str
+    ecl_lower95_tokens: int | None
+    knee_tokens: int | None
+
+    def as_chart_dict(self) -> dict:
+        """The shape `qualification.charts.add_decline_curve` draws."""
+        return {
+            "family": self.family,
+            "strata": [
+                {"tokens": s.tokens, "accuracy": s.accuracy, "ci": list(s.ci), "tasks": s.tasks}
+                for s in self.strata
+            ],
+            "ecl_tokens": self.ecl_tokens,
+            "ecl_status": self.ecl_status,
+            "knee_tokens": self.knee_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class LabReference:
+    qualification_id: int
+    qualification_name: str
+    model_name: str
+    model_version: str
+    configuration_fingerprint: str
+    workload: str
+    threshold: float
+    consequence: str
+    data_version: int
+    families: list[LabFamily]
+    weakest_family: str | None
+    proposed_limit_tokens: int | None
+    interval_note: str
+
+
+def lab_reference_for_model(*, workspace, model_name: str) -> LabReference | None:
+    """What the lab measured for a model: the latest analysed qualification of that model name.
+
+    Per family: accuracy by stratum with its task-clustered interval, the ECL (fixed-sequence
+    rule), the 95% lower ECL and the knee; plus θ and the proposed production limit. None when
+    no qualification of this model has an analysis of its current trials. Draw a family's curve
+    with `qualification.charts.add_decline_curve(fig, family.as_chart_dict(), theta=…)`.
+    """
+    candidates = (
+        Qualification.objects.filter(workspace=workspace, configuration__model_name=model_name)
+        .select_related("configuration", "workload")
+        .order_by("-created_at", "-id")
+    )
+    for qualification in candidates[:20]:
+        analysis = analysis_current(qualification=qualification)
+        if analysis is None:
+            continue
+        result = analysis.result
+        families = [
+            LabFamily(
+                family=f["family"],
+                strata=[
+                    LabStratum(s["tokens"], s["accuracy"], tuple(s["ci"]), s["tasks"])
+                    for s in f["strata"]
+                ],
+                ecl_tokens=f["ecl_tokens"],
+                ecl_status=f["ecl_status"],
+                ecl_text=f["ecl_text"],
+                ecl_lower95_tokens=f["ecl_lower95_tokens"],
+                knee_tokens=f["knee_tokens"],
+            )
+            for f in result["families"]
+        ]
+        alpha = result["params"]["alpha"]
+        return LabReference(
+            qualification_id=qualification.pk,
+            qualification_name=qualification.name,
+            model_name=qualification.configuration.model_name,
+            model_version=qualification.configuration.model_version,
+            configuration_fingerprint=qualification.configuration.fingerprint,
+            workload=str(qualification.workload),
+            threshold=qualification.threshold,
+            consequence=qualification.consequence,
+            data_version=analysis.data_version,
+            families=families,
+            weakest_family=result["weakest_family"],
+            proposed_limit_tokens=result["proposed_limit_tokens"],
+            interval_note=(
+                f"two-sided {1 - 2 * alpha:.0%} task-clustered intervals "
+                f"(lower edge = one-sided {1 - alpha:.0%} bound)"
+            ),
+        )
+    return None
