@@ -65,9 +65,10 @@ def _gone(exc: services.ArtifactGone, request) -> Response:
         "detail": str(exc),
         "reason": exc.reason,
         "gone_at": exc.at,
-        "artifact": s.ArtifactSerializer(exc.artifact, context={"request": request}).data,
+        "artifact": exc.artifact,
     }
-    return Response(s.GoneSerializer(data).data, status=status.HTTP_410_GONE)
+    body = s.GoneSerializer(data, context={"request": request}).data
+    return Response(body, status=status.HTTP_410_GONE)
 
 
 WRITE_DESCRIPTION = """

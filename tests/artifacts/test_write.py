@@ -307,7 +307,7 @@ def test_streaming_upload_of_several_megabytes(live_server, token, tmp_path):
                 "X-Run-Id": "big",
                 "X-Command": "gen",
                 "Content-Type": "application/octet-stream",
-            },  # fmt: skip
+            },
             timeout=60,
         )
     assert response.status_code == 201, response.text
