@@ -40,8 +40,11 @@ class SpecVersionFilter(django_filters.FilterSet):
 class RestartPackageFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     spec = django_filters.CharFilter(field_name="spec_version__spec__slug", label="Spec slug")
-    superseded = django_filters.BooleanFilter(
-        method="filter_superseded", label="Pins a superseded version"
+    superseded = django_filters.ChoiceFilter(
+        method="filter_superseded",
+        label="Pinned specification",
+        choices=[("yes", "Superseded since"), ("no", "Still authoritative")],
+        empty_label="Any",
     )
     trace_session = django_filters.NumberFilter(field_name="trace_session_id")
 
@@ -57,7 +60,7 @@ class RestartPackageFilter(django_filters.FilterSet):
         )
 
     def filter_superseded(self, queryset, name, value):
-        if value is None:
-            return queryset
         authoritative = Q(spec_version__status=VersionStatus.AUTHORITATIVE)
-        return queryset.exclude(authoritative) if value else queryset.filter(authoritative)
+        if value == "yes":
+            return queryset.exclude(authoritative)
+        return queryset.filter(authoritative) if value == "no" else queryset

@@ -94,6 +94,7 @@ class ImportForm(forms.Form):
 
 class RejectForm(forms.Form):
     comment = forms.CharField(
+        label="Rejection comment",
         widget=forms.Textarea(attrs={"rows": 3}),
         error_messages={"required": "A rejection needs a comment: say what must change."},
         help_text="Required. The author sees it with the rejected version.",

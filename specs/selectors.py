@@ -362,9 +362,7 @@ def package_export(
                 sha256=v.output.sha256,
                 size_bytes=v.output.size_bytes,
                 line_count=v.output.line_count,
-                url=absolute(
-                    reverse("specs-api:restart-package-output", args=[package.pk, v.position])
-                ),
+                url=absolute(reverse("restart-package-output", args=[package.pk, v.position])),
                 tail=restart.tail_of(v.output.content),
                 content=v.output.content if include_output else None,
             ),

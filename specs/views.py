@@ -594,14 +594,22 @@ class VersionDiffView(WorkspaceTemplateView):
             raise Http404("Choose a version to compare with.") from None
         diff = selectors.version_diff(version=version, against=against)
         shown = request.GET.get("show", "")
-        entries = [e for e in diff.entries if not shown or e.category == shown]
+        if shown == "all":
+            entries = list(diff.entries)
+        elif shown in CATEGORIES:
+            entries = diff.of(shown)
+        else:
+            shown = ""
+            changes = [e for e in diff.entries if e.category != "retained"]
+            entries = changes or list(diff.entries)
         context = {
             "version": version,
             "spec": version.spec,
             "against": against,
             "diff": diff,
             "entries": entries,
-            "shown": shown if shown in CATEGORIES else "",
+            "shown": shown,
+            "change_count": sum(1 for e in diff.entries if e.category != "retained"),
             "counts": diff.counts,
             "categories": [(c, *CATEGORY_LABELS[c]) for c in CATEGORIES],
             "other_versions": selectors.versions_of(spec=version.spec).exclude(pk=version.pk),
@@ -657,6 +665,8 @@ class ReviewQueueView(WorkspaceTemplateView):
                     "stale": selectors.is_stale(version=version, current=current),
                     "current": current,
                     "is_author": version.author_id == self.request.user.pk,
+                    "form_id": f"approve-{version.pk}",
+                    "item_count": len(version.items.all()),
                 }
             )
         return super().get_context_data(rows=rows, category_labels=CATEGORY_LABELS, **kwargs)
@@ -903,6 +913,7 @@ class PackageDetailView(WorkspaceTemplateView):
         package = selectors.package_get(workspace=self.workspace, pk=kwargs["pk"])
         export = selectors.package_export(package=package, absolute=self.request.build_absolute_uri)
         version = selectors.version_get(workspace=self.workspace, pk=package.spec_version_id)
+        stale = set(stale_verifications(export.handoff))
         return super().get_context_data(
             package=package,
             export=export,
@@ -910,8 +921,13 @@ class PackageDetailView(WorkspaceTemplateView):
             groups=grouped_items(list(version.items.all())),
             warning=superseded_warning(export.spec),
             current=selectors.current_of(version=version),
-            stale_verifications=stale_verifications(export.handoff),
-            verifications=list(package.verifications.all()),
+            verification_rows=[
+                {"model": model, "pointer": exported.output, "stale": position in stale}
+                for position, (model, exported) in enumerate(
+                    zip(package.verifications.all(), export.handoff.verifications, strict=True),
+                    start=1,
+                )
+            ],
             **kwargs,
         )
 
