@@ -22,7 +22,9 @@ def forest_plot(results: EvaluationResults) -> dict | None:
     if not rows:
         return None
     rows = list(reversed(rows))  # Plotly draws categories bottom-up; keep the full file on top.
-    labels = [f"{a.label} (n={a.comparison.n_pairs})" for a in rows]
+    labels = [
+        f"{a.label} (n={a.comparison.n_pairs}) · <b>{a.comparison.verdict.value}</b>" for a in rows
+    ]
     pp = [100 * a.comparison.difference for a in rows]
     lo95 = [100 * a.comparison.ci95.low for a in rows]
     hi95 = [100 * a.comparison.ci95.high for a in rows]
@@ -79,8 +81,8 @@ def forest_plot(results: EvaluationResults) -> dict | None:
             "ticksuffix": "",
         },
         yaxis={"automargin": True},
-        showlegend=True,
-        margin={"l": 20, "r": 20, "t": 30, "b": 60},
+        showlegend=False,
+        margin={"l": 20, "r": 20, "t": 30, "b": 50},
         shapes=[
             {
                 "type": "rect",

@@ -2,4 +2,4 @@
 
 from governance.navigation import NavItem
 
-ITEMS = [NavItem("Qualification", "Context files", "contextfiles:file_list", order=40)]
+ITEMS = [NavItem("Qualification", "Context files", "contextfiles:file_list", order=340)]

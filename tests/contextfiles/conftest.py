@@ -83,14 +83,17 @@ def registration() -> dict:
 def evaluation(imported, members, registration):
     return services.evaluation_register(
         context_file=imported.context_file,
-        data=registration | {"ablations": [{"name": "rules-only", "categories": ["failure_prevention"]}]},
+        data=registration
+        | {"ablations": [{"name": "rules-only", "categories": ["failure_prevention"]}]},
         actor=members["editor"],
     )
 
 
 def trials_csv(table: dict[str, tuple[bool, bool]], *, arms=("full",), repeat: int = 1) -> str:
     """CSV for tasks {task_id: (with_success, without_success)}; ablations copy the full arm."""
-    lines = ["task_id,arm,repeat,success,adherence,input_tokens,output_tokens,model_calls,tool_calls"]
+    lines = [
+        "task_id,arm,repeat,success,adherence,input_tokens,output_tokens,model_calls,tool_calls"
+    ]
     for task, (with_ok, without_ok) in table.items():
         lines.append(f"{task},baseline,{repeat},{str(without_ok).lower()},,10000,800,6,12")
         for arm in arms:
@@ -101,8 +104,12 @@ def trials_csv(table: dict[str, tuple[bool, bool]], *, arms=("full",), repeat: i
 def table_tasks(both: int, with_only: int, without_only: int, neither: int) -> dict:
     tasks = {}
     counter = 0
-    for outcome, count in (((True, True), both), ((True, False), with_only),
-                           ((False, True), without_only), ((False, False), neither)):
+    for outcome, count in (
+        ((True, True), both),
+        ((True, False), with_only),
+        ((False, True), without_only),
+        ((False, False), neither),
+    ):
         for _ in range(count):
             counter += 1
             tasks[f"t{counter:03d}"] = outcome

@@ -33,8 +33,10 @@ def test_changed_instruction_carries_a_word_diff():
 
 
 def test_a_reordered_identical_instruction_is_moved_not_added():
-    summary = diff_instructions(["a rule about x", "b rule about y", "c rule about z"],
-                                ["c rule about z", "a rule about x", "b rule about y"])
+    summary = diff_instructions(
+        ["a rule about x", "b rule about y", "c rule about z"],
+        ["c rule about z", "a rule about x", "b rule about y"],
+    )
     assert summary.count(ChangeKind.ADDED) == 0 and summary.count(ChangeKind.REMOVED) == 0
     assert summary.count(ChangeKind.MOVED) == 1
 

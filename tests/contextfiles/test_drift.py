@@ -38,7 +38,10 @@ def test_three_inconsistent_counts_are_reported_together():
     assert len(inconsistent) == 1
     assert inconsistent[0].data["claims"] == [[12, 2], [14, 5], [13, 9]]
     assert "3 different counts of skills" in inconsistent[0].message
-    assert any(f.data.get("counted_in") == "the list that follows" and f.data["actual"] == 2 for f in findings)
+    assert any(
+        f.data.get("counted_in") == "the list that follows" and f.data["actual"] == 2
+        for f in findings
+    )
 
 
 def test_approximate_and_correct_counts_are_not_findings():
@@ -69,16 +72,26 @@ def test_globs_urls_and_absolute_paths():
 def test_commands_listed_with_their_last_verification():
     parsed = parse_context_file(AGENTS_MD)
     commands = drift.named_commands(parsed)
-    assert [c.command for c in commands] == ["make test", "ruff check .", "pytest tests/unit", "make gen"]
+    assert [c.command for c in commands] == [
+        "make test",
+        "ruff check .",
+        "pytest tests/unit",
+        "make gen",
+    ]
     today = date(2026, 11, 30)
     verifications = {
         "make test": drift.Verification(True, 0, datetime(2026, 11, 1, tzinfo=UTC)),
         "ruff check .": drift.Verification(False, 1, datetime(2026, 11, 2, tzinfo=UTC)),
         "make gen": drift.Verification(True, 0, datetime(2026, 1, 2, tzinfo=UTC)),
     }
-    findings = {f.data["command"]: f for f in drift.check_commands(commands, verifications, today=today)}
+    findings = {
+        f.data["command"]: f for f in drift.check_commands(commands, verifications, today=today)
+    }
     assert "make test" not in findings
-    assert findings["ruff check ."].severity == "error" and "exit 1" in findings["ruff check ."].message
+    assert (
+        findings["ruff check ."].severity == "error"
+        and "exit 1" in findings["ruff check ."].message
+    )
     assert findings["pytest tests/unit"].message.endswith("has never been verified.")
     assert "more than 90 days ago" in findings["make gen"].message
 

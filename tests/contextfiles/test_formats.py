@@ -30,18 +30,30 @@ def tarball(names, *, compress="gz", sizes=None, kinds=None):
 
 @pytest.mark.parametrize("compress", ["gz", "bz2", "xz", ""])
 def test_tarball_member_names_with_the_common_root_stripped(compress):
-    data = tarball(["shop-1.2/api/app.py", "shop-1.2/docs/api.md", "shop-1.2/Makefile"], compress=compress)
+    data = tarball(
+        ["shop-1.2/api/app.py", "shop-1.2/docs/api.md", "shop-1.2/Makefile"], compress=compress
+    )
     listing = read_listing(data)
     assert listing.paths == {"api/app.py", "docs/api.md", "Makefile"}
     assert listing.stripped_root == "shop-1.2/"
     assert listing.exists("api") and listing.exists("api/app.py") and not listing.exists("worker")
 
 
-def test_weird_member_paths_are_skipped_with_reasons_and_nothing_is_extracted(tmp_path, monkeypatch):
+def test_weird_member_paths_are_skipped_with_reasons_and_nothing_is_extracted(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     data = tarball(
-        ["README.md", "ok/a.py", "../escape.py", "/etc/passwd", "ok/../../up.py", "ok/bad\x01name",
-         "ok/link", "ok/pipe"],
+        [
+            "README.md",
+            "ok/a.py",
+            "../escape.py",
+            "/etc/passwd",
+            "ok/../../up.py",
+            "ok/bad\x01name",
+            "ok/link",
+            "ok/pipe",
+        ],
         kinds=[None, None, None, None, None, None, "symlink", "fifo"],
     )
     listing = read_listing(data)
@@ -70,11 +82,7 @@ def test_corrupt_archives_and_binary_junk_are_refused():
 
 
 def test_text_listings_keep_hashes():
-    text = (
-        "100644 blob " + "a" * 40 + "\tsrc/x.py\n"
-        + "b" * 64 + "  docs/y.md\n"
-        + "README.md\n"
-    )
+    text = "100644 blob " + "a" * 40 + "\tsrc/x.py\n" + "b" * 64 + "  docs/y.md\n" + "README.md\n"
     listing = read_listing(text.encode())
     assert listing.paths == {"src/x.py", "docs/y.md", "README.md"}
     assert listing.hash_of("src/x.py") == "a" * 40 and listing.hash_of("docs/y.md") == "b" * 64
@@ -103,9 +111,9 @@ def test_csv_rows_with_types_checked_per_line():
 
 
 def test_csv_header_problems_name_the_columns():
-    with pytest.raises(TrialFormatError, match="missing column.*success"):
+    with pytest.raises(TrialFormatError, match=r"missing column.*success"):
         read_trials("task_id,arm\nt1,full\n")
-    with pytest.raises(TrialFormatError, match="unknown column.*sucess"):
+    with pytest.raises(TrialFormatError, match=r"unknown column.*sucess"):
         read_trials("task_id,arm,success,sucess\nt1,full,true,true\n")
     with pytest.raises(TrialFormatError, match="no trials"):
         read_trials(HEADER)
@@ -145,16 +153,29 @@ def test_batch_checks_unknown_arms_duplicates_and_pairing():
 
 
 def test_batch_without_any_baseline_is_refused():
-    check = check_batch(rows("t1,full,1,true,,1,1,1,1\n"), arms=["baseline", "full"], baseline="baseline", existing={})
+    check = check_batch(
+        rows("t1,full,1,true,,1,1,1,1\n"),
+        arms=["baseline", "full"],
+        baseline="baseline",
+        existing={},
+    )
     assert check.errors[0]["line"] is None and "baseline arm" in check.errors[0]["error"]
 
 
 def test_batch_pairs_with_stored_trials_and_detects_changed_reuploads():
     stored_row = rows("t1,baseline,1,true,,1,1,1,1\n")[0]
     existing = {("baseline", "t1", 1): stored_row.values()}
-    ok = check_batch(rows("t1,full,1,true,,1,1,1,1\nt1,baseline,1,true,,1,1,1,1\n"),
-                     arms=["baseline", "full"], baseline="baseline", existing=existing)
+    ok = check_batch(
+        rows("t1,full,1,true,,1,1,1,1\nt1,baseline,1,true,,1,1,1,1\n"),
+        arms=["baseline", "full"],
+        baseline="baseline",
+        existing=existing,
+    )
     assert ok.errors == [] and len(ok.new) == 1 and ok.already_recorded == 1
-    changed = check_batch(rows("t1,baseline,1,false,,1,1,1,1\nt1,full,1,true,,1,1,1,1\n"),
-                          arms=["baseline", "full"], baseline="baseline", existing=existing)
+    changed = check_batch(
+        rows("t1,baseline,1,false,,1,1,1,1\nt1,full,1,true,,1,1,1,1\n"),
+        arms=["baseline", "full"],
+        baseline="baseline",
+        existing=existing,
+    )
     assert "already recorded with different values" in changed.errors[0]["error"]

@@ -81,7 +81,9 @@ def test_ttost_paired_zero_variance_is_guarded():
     rates = [1.0, 0.6, 0.8, 1.0, 0.4]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        raw_p = ttost_paired(__import__("numpy").array(rates), __import__("numpy").array(rates), -0.1, 0.1)[0]
+        raw_p = ttost_paired(
+            __import__("numpy").array(rates), __import__("numpy").array(rates), -0.1, 0.1
+        )[0]
     assert raw_p == 0 or math.isnan(raw_p)  # the spurious answer the guard exists for
     result = task_rate_equivalence(rates, rates, margin=0.10)
     assert math.isnan(result.p_value)
@@ -120,8 +122,10 @@ def test_the_pre_registered_rule_gives_exactly_one_verdict(ci95, ci90, expected)
 
 def test_helps_takes_precedence_over_equivalent_in_the_documented_order():
     decision = decide(
-        ci95=Interval(0.06, 0.08, 0.95, "x"), ci90=Interval(0.065, 0.075, 0.9, "x"),
-        delta=0.05, margin=0.10,
+        ci95=Interval(0.06, 0.08, 0.95, "x"),
+        ci90=Interval(0.065, 0.075, 0.9, "x"),
+        delta=0.05,
+        margin=0.10,
     )
     assert decision.verdict is Verdict.HELPS
 
@@ -142,5 +146,7 @@ def test_table_rejects_bad_counts():
 
 
 def test_from_outcomes_counts_each_cell():
-    table = PairedTable.from_outcomes([(True, True), (True, False), (False, True), (False, False), (True, False)])
+    table = PairedTable.from_outcomes(
+        [(True, True), (True, False), (False, True), (False, False), (True, False)]
+    )
     assert table.as_dict() == {"both": 1, "with_only": 2, "without_only": 1, "neither": 1}

@@ -14,12 +14,20 @@ def test_bullets_paragraphs_and_code_under_headings():
     texts = [i.text for i in parsed.instructions]
     assert texts[0] == "This repository has 3 services. Follow these 6 rules."
     assert texts[1] == "- Run `make test` before every commit."
-    assert parsed.instructions[1].section == "AGENTS.md › Build and test"
+    assert parsed.instructions[0].section == ""  # the single opening H1 is the title
+    assert parsed.instructions[1].section == "Build and test"
     code = next(i for i in parsed.instructions if i.kind == "code")
     assert code.text.startswith("```bash") and "$ pytest tests/unit" in code.text
     assert (code.line_start, code.line_end) == (9, 12)
     assert len(parsed.instructions) == 15
-    assert [s.title for s in parsed.sections] == ["AGENTS.md", "Build and test", "Architecture", "Rules", "Style"]
+    assert [s.title for s in parsed.sections] == [
+        "AGENTS.md",
+        "Build and test",
+        "Architecture",
+        "Rules",
+        "Style",
+    ]
+    assert [s.path for s in parsed.sections][:2] == ["", "Build and test"]
 
 
 def test_line_numbers_point_at_the_source():
@@ -34,7 +42,10 @@ def test_lead_in_labels_its_list_and_group_labels_nest():
     text = "## Rules\nFollow these 3 rules:\n- one thing\n- two things\n- Database:\n  - never drop columns\n  - always migrate\n"
     parsed = parse_context_file(text)
     assert [i.text.strip("- ") for i in parsed.instructions] == [
-        "one thing", "two things", "never drop columns", "always migrate",
+        "one thing",
+        "two things",
+        "never drop columns",
+        "always migrate",
     ]
     assert parsed.instructions[2].section == "Rules › Follow these 3 rules › Database"
     assert parsed.lead_ins[0].item_count == 4
@@ -63,8 +74,14 @@ def test_categories_are_guessed_with_reasons():
     assert categorise("- Run `make test` before every commit.")[0] is Category.BUILD_TEST
     category, basis = categorise("- Never edit files in `gen/` by hand.", section="Rules")
     assert category is Category.FAILURE_PREVENTION and "never" in basis
-    assert categorise("`api/` contains the HTTP handlers.", section="Architecture")[0] is Category.ARCHITECTURE
-    assert categorise("Prefer snake_case for function names.", section="Style")[0] is Category.CONVENTION
+    assert (
+        categorise("`api/` contains the HTTP handlers.", section="Architecture")[0]
+        is Category.ARCHITECTURE
+    )
+    assert (
+        categorise("Prefer snake_case for function names.", section="Style")[0]
+        is Category.CONVENTION
+    )
     assert categorise("Hello there.") == (Category.OTHER, "no category signal")
 
 
@@ -72,6 +89,11 @@ def test_token_estimate_and_crlf():
     assert estimate_tokens("abcd" * 10) == 10
     parsed = parse_context_file("- one\r\n- two\r\n")
     assert [i.line_start for i in parsed.instructions] == [1, 2]
+
+
+def test_several_top_level_headings_stay_in_the_path():
+    parsed = parse_context_file("# Backend\n- run make\n# Frontend\n- run pnpm\n")
+    assert [i.section for i in parsed.instructions] == ["Backend", "Frontend"]
 
 
 def test_plain_text_files_still_parse():

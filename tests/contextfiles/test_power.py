@@ -14,7 +14,9 @@ from qualification.analysis.power import (
 )
 
 
-@pytest.mark.parametrize(("p10", "p01", "n"), [(0.15, 0.05, 155), (0.20, 0.05, 85), (0.10, 0.02, 145)])
+@pytest.mark.parametrize(
+    ("p10", "p01", "n"), [(0.15, 0.05, 155), (0.20, 0.05, 85), (0.10, 0.02, 145)]
+)
 def test_connor_sample_sizes(p10, p01, n):
     assert mcnemar_sample_size(p10, p01) == n
     assert mcnemar_power(n, p10, p01) >= 0.80 > mcnemar_power(n - 1, p10, p01)
@@ -22,7 +24,14 @@ def test_connor_sample_sizes(p10, p01, n):
 
 @pytest.mark.parametrize(
     ("psi", "margin", "n"),
-    [(0.1, 0.10, 86), (0.1, 0.15, 39), (0.2, 0.10, 172), (0.2, 0.15, 77), (0.3, 0.10, 257), (0.3, 0.15, 115)],
+    [
+        (0.1, 0.10, 86),
+        (0.1, 0.15, 39),
+        (0.2, 0.10, 172),
+        (0.2, 0.15, 77),
+        (0.3, 0.10, 257),
+        (0.3, 0.15, 115),
+    ],
 )
 def test_equivalence_sample_size_table(psi, margin, n):
     assert equivalence_sample_size(psi, margin) == n
@@ -34,15 +43,23 @@ def test_independent_samples_route_is_the_published_upper_bound():
 
 
 def test_power_grows_with_n_and_is_zero_without_pairs():
-    assert mcnemar_power(50, 0.15, 0.05) < mcnemar_power(150, 0.15, 0.05) < mcnemar_power(400, 0.15, 0.05)
+    assert (
+        mcnemar_power(50, 0.15, 0.05)
+        < mcnemar_power(150, 0.15, 0.05)
+        < mcnemar_power(400, 0.15, 0.05)
+    )
     assert equivalence_power(0, 0.2, 0.1) == 0.0
 
 
 def test_simulation_reproduces_the_published_tost_behaviour():
     # 60 tasks, ψ = .2, Δ = .10: power at a true difference of 0 ≈ .105; type-I error at the margin ≈ .031
-    at_zero = simulate_verdicts(60, [0.45, 0.10, 0.10, 0.35], delta=0.05, margin=0.10, reps=20000, seed=1)
+    at_zero = simulate_verdicts(
+        60, [0.45, 0.10, 0.10, 0.35], delta=0.05, margin=0.10, reps=20000, seed=1
+    )
     assert at_zero.share(Verdict.EQUIVALENT) == pytest.approx(0.105, abs=0.02)
-    at_margin = simulate_verdicts(60, [0.45, 0.15, 0.05, 0.35], delta=0.05, margin=0.10, reps=20000, seed=2)
+    at_margin = simulate_verdicts(
+        60, [0.45, 0.15, 0.05, 0.35], delta=0.05, margin=0.10, reps=20000, seed=2
+    )
     assert at_margin.share(Verdict.EQUIVALENT) == pytest.approx(0.031, abs=0.012)
     assert sum(at_zero.shares.values()) == pytest.approx(1.0)
 
@@ -55,7 +72,9 @@ def test_simulation_validates_its_input():
 
 
 def test_power_statement_prefers_the_registered_pilot_and_explains_missing_psi():
-    registered = power_statement(n_pairs=60, observed_psi=0.05, margin=0.10, delta=0.05, registered_psi=0.2)
+    registered = power_statement(
+        n_pairs=60, observed_psi=0.05, margin=0.10, delta=0.05, registered_psi=0.2
+    )
     assert registered.psi == 0.2 and registered.psi_source.startswith("pre-registered")
     assert registered.equivalence_needed == 172
     observed = power_statement(n_pairs=60, observed_psi=0.0, margin=0.10, delta=0.05)

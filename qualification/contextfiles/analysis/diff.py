@@ -60,8 +60,8 @@ class DiffSummary:
 
 def word_diff(old: str, new: str) -> list[Segment]:
     """Word-level segments for showing a changed instruction with <del>/<ins>."""
-    a = re.findall(r"\s+|[^\s]+", old)
-    b = re.findall(r"\s+|[^\s]+", new)
+    a = re.findall(r"\s+|\w+|[^\w\s]+", old)
+    b = re.findall(r"\s+|\w+|[^\w\s]+", new)
     segments: list[Segment] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":

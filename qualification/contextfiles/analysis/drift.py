@@ -194,11 +194,23 @@ def _path_like(token: str) -> bool:
     return "/" in token or bool(_EXTENSION.search(name)) or bool(_KNOWN_FILES.match(name))
 
 
+_MUST_NOT_EXIST = re.compile(
+    r"\b(?:never|do not|don't|must not|mustn't)\s+(?:commit|create|add|check in|push|store)\b",
+    re.IGNORECASE,
+)
+
+
 def mentioned_paths(instruction: ParsedInstruction) -> list[str]:
-    """Paths an instruction names: in code spans, command arguments and bare a/b tokens."""
+    """Paths an instruction names: in code spans, command arguments and bare a/b tokens.
+
+    Lines that forbid creating or committing something ("never commit `.env`") are skipped:
+    those paths are meant to be absent.
+    """
     found: list[str] = []
     text = instruction.text
     for line in text.split("\n"):
+        if _MUST_NOT_EXIST.search(line):
+            continue
         spans = re.findall(r"`([^`\n]+)`", line)
         for span in spans:
             if looks_like_command(span):
@@ -212,7 +224,7 @@ def mentioned_paths(instruction: ParsedInstruction) -> list[str]:
                 found.append(token)
     seen, result = set(), []
     for path in found:
-        clean = path.strip().strip(",;:()[]'\".").removeprefix("./")
+        clean = path.strip().strip(",;:()[]'\"").rstrip(".").removeprefix("./")
         if clean and clean not in seen:
             seen.add(clean)
             result.append(clean)
@@ -268,8 +280,17 @@ def normalise_command(command: str) -> str:
     return re.sub(r"\s+", " ", command.strip().lstrip("$").strip())
 
 
+_FORBIDDEN_RUN = re.compile(
+    r"\b(?:never|do not|don't|must not|mustn't)\s+(?:run|use|call|execute|invoke)\b", re.IGNORECASE
+)
+
+
 def named_commands(parsed: ParsedFile) -> list[NamedCommand]:
-    """Commands in shell blocks (prompt lines only when a block has `$ ` prompts) and spans."""
+    """Commands in shell blocks (prompt lines only when a block has `$ ` prompts) and spans.
+
+    Commands on a line that forbids running them ("never run `make seed`") are not listed:
+    they are not meant to be exercised.
+    """
     commands: dict[str, NamedCommand] = {}
     for instruction in parsed.instructions:
         lines = instruction.text.split("\n")
@@ -283,6 +304,8 @@ def named_commands(parsed: ParsedFile) -> list[NamedCommand]:
                 continue
             if in_fence:
                 fence_lines.append((instruction.line_start + offset, line))
+                continue
+            if _FORBIDDEN_RUN.search(line):
                 continue
             for span in re.findall(r"`([^`\n]+)`", line):
                 if looks_like_command(span):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from markdown_it import MarkdownIt
@@ -30,7 +30,9 @@ GROUP_LABEL_MAX_WORDS = 4
 
 GENERATED_START = re.compile(r"<!--\s*(?:begin\s+)?generated\b(?P<attrs>[^>]*?)-->", re.IGNORECASE)
 GENERATED_END = re.compile(r"<!--\s*(?:end\s+generated|/generated)\b[^>]*-->", re.IGNORECASE)
-_ATTR = re.compile(r"(?P<key>[a-z][a-z0-9_-]*)\s*[=:]\s*(?P<value>\"[^\"]*\"|'[^']*'|\S+)", re.IGNORECASE)
+_ATTR = re.compile(
+    r"(?P<key>[a-z][a-z0-9_-]*)\s*[=:]\s*(?P<value>\"[^\"]*\"|'[^']*'|\S+)", re.IGNORECASE
+)
 
 
 class Category(StrEnum):
@@ -140,14 +142,34 @@ def parse_context_file(text: str) -> ParsedFile:
     lines = text.split("\n")
     builder = _Builder(lines)
     builder.walk(SyntaxTreeNode(_md.parse(text)).children)
+    instructions, sections = builder.instructions, builder.finish_sections()
+    title = _document_title(sections)
+    if title:
+        instructions = [replace(i, section=_without_title(i.section, title)) for i in instructions]
+        sections = [replace(s, path=_without_title(s.path, title)) for s in sections]
     return ParsedFile(
         text=text,
         lines=lines,
-        instructions=builder.instructions,
-        sections=builder.finish_sections(),
+        instructions=instructions,
+        sections=sections,
         generated=_generated_sections(lines),
         lead_ins=builder.lead_ins,
     )
+
+
+def _document_title(sections: list[Section]) -> str:
+    """A single level-1 heading that opens the file is its title, not a section."""
+    level_one = [s for s in sections if s.level == 1]
+    if len(level_one) == 1 and sections and sections[0] is level_one[0]:
+        return level_one[0].title
+    return ""
+
+
+def _without_title(path: str, title: str) -> str:
+    if path == title:
+        return ""
+    prefix = title + SECTION_SEPARATOR
+    return path[len(prefix) :] if path.startswith(prefix) else path
 
 
 class _Builder:

@@ -1,8 +1,25 @@
 """Formatting for differences, intervals and p-values on the context-file pages."""
 
+import re
+
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 register = template.Library()
+
+
+@register.filter
+def inline_code(text):
+    """Escape the text, then show `backticked` spans as <code>."""
+    escaped = escape(text or "")
+    return mark_safe(re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped))  # noqa: S308 - escaped first
+
+
+@register.filter
+def lines(instruction):
+    start, end = instruction.line_start, instruction.line_end
+    return f"line {start}" if start == end else f"lines {start}–{end}"
 
 
 @register.filter
