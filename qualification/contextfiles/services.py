@@ -771,7 +771,13 @@ def trials_record(
         arms = {arm.name: arm for arm in evaluation.arms.all()}
         baseline = next(a.name for a in arms.values() if a.kind == EvaluationArm.Kind.BASELINE)
         existing = selectors.trial_values(evaluation=evaluation)
-        check = check_batch(read.rows, arms=list(arms), baseline=baseline, existing=existing)
+        check = check_batch(
+            read.rows,
+            arms=list(arms),
+            baseline=baseline,
+            existing=existing,
+            refused=read.refused_keys,
+        )
         errors = sorted(
             read.errors + check.errors, key=lambda e: (e["line"] is not None, e["line"] or 0)
         )

@@ -141,3 +141,18 @@ def test_duplicates():
     text = "- Prefer snake_case for function names.\n- Prefer snake_case for function names!\n- Something else entirely.\n"
     (finding,) = drift.check_duplicates(parse_context_file(text))
     assert finding.line == 2 and finding.data["first_position"] == 1
+
+
+def test_forbidden_commands_and_paths_are_not_checked():
+    text = "- Never run `make seed` against a shared database.\n- Do not commit `.env` files.\n- Run `make up`.\n"
+    parsed = parse_context_file(text)
+    assert [c.command for c in drift.named_commands(parsed)] == ["make up"]
+    assert drift.check_paths(parsed, read_text_listing("Makefile\n")) == []
+
+
+def test_command_arguments_in_shell_blocks_are_path_checked():
+    text = "```bash\n$ pytest tests/integration\n```\n"
+    (finding,) = drift.check_paths(
+        parse_context_file(text), read_text_listing("tests/unit/test_a.py\n")
+    )
+    assert finding.data["path"] == "tests/integration"

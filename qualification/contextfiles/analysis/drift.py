@@ -211,6 +211,9 @@ def mentioned_paths(instruction: ParsedInstruction) -> list[str]:
     for line in text.split("\n"):
         if _MUST_NOT_EXIST.search(line):
             continue
+        bare = line.strip().removeprefix("$ ")
+        if looks_like_command(bare) and "`" not in bare:
+            found.extend(arg for arg in bare.split()[1:] if _path_like(arg) and "/" in arg)
         spans = re.findall(r"`([^`\n]+)`", line)
         for span in spans:
             if looks_like_command(span):

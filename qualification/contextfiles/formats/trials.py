@@ -51,6 +51,9 @@ class TrialRow:
 class ReadResult:
     rows: list[TrialRow] = field(default_factory=list)
     errors: list[dict] = field(default_factory=list)
+    # (arm, task_id, repeat) of rows refused for other reasons, so that their partners are
+    # not also reported as unpaired.
+    refused_keys: list[tuple[str, str, int]] = field(default_factory=list)
 
     def error(self, line: int | None, message: str) -> None:
         if len(self.errors) < MAX_ERRORS:
@@ -240,6 +243,8 @@ def _read_row(record: Mapping, line: int, result: ReadResult, *, label: str) -> 
     if problems:
         prefix = f"{label}: " if label else ""
         result.error(line, prefix + "; ".join(problems))
+        if task_id and arm:
+            result.refused_keys.append((arm, task_id, repeat or 1))
         return
     result.rows.append(
         TrialRow(
@@ -263,6 +268,7 @@ def check_batch(
     arms: Iterable[str],
     baseline: str,
     existing: Mapping[tuple[str, str, int], dict],
+    refused: Iterable[tuple[str, str, int]] = (),
 ) -> BatchCheck:
     """Unknown arms, duplicates, changed re-uploads and unpaired trials, by line.
 
@@ -284,7 +290,7 @@ def check_batch(
              "every task needs its no-file run"}
         )  # fmt: skip
     present: dict[tuple[str, int], set[str]] = {}
-    for key in existing:
+    for key in [*existing, *refused]:
         present.setdefault((key[1], key[2]), set()).add(key[0])
     for row in rows:
         key = (row.arm, row.task_id, row.repeat)
