@@ -15,6 +15,7 @@ from artifacts import selectors, services
 from artifacts.api import serializers as s
 from artifacts.api.uploads import ArtifactUploadHandler, RawBodyParser, header_text
 from artifacts.filters import ArtifactFilter
+from artifacts.models import Artifact, ArtifactWriteFailure
 from artifacts.storage import StorageFailed
 from governance.api.permissions import resolve_api_workspace
 from governance.api.viewsets import WorkspaceScopedMixin
@@ -105,6 +106,8 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
     upload: ArtifactUploadHandler | None = None
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # drf-spectacular building the schema
+            return Artifact.objects.none()
         return selectors.artifacts_for(workspace=self.request.workspace, run_scope=self._run_scope)
 
     @property
@@ -503,6 +506,8 @@ class WriteFailureViewSet(WorkspaceScopedMixin, viewsets.ReadOnlyModelViewSet):
     filterset_fields = ["run_id", "tool_call_id"]
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return ArtifactWriteFailure.objects.none()
         token = getattr(self.request, "auth", None)
         return selectors.write_failures_for(
             workspace=self.request.workspace, run_scope=getattr(token, "run_id", "") or ""

@@ -58,10 +58,14 @@ class LineIndexBuilder:
         start = self.size
         end = start + len(chunk)
         boundary = len(self.checkpoints) * self.stride
+        counted, newlines = 0, self.newlines
         while boundary <= end:
-            self.checkpoints.append(self.newlines + chunk.count(b"\n", 0, boundary - start))
+            cut = boundary - start
+            newlines += chunk.count(b"\n", counted, cut)
+            counted = cut
+            self.checkpoints.append(newlines)
             boundary += self.stride
-        self.newlines += chunk.count(b"\n")
+        self.newlines = newlines + chunk.count(b"\n", counted)
         self.size = end
         self.last_byte = chunk[-1]
 
