@@ -59,6 +59,7 @@ def specs_for(*, workspace: Workspace) -> QuerySet[Spec]:
                 "versions", filter=Q(versions__status=VersionStatus.DRAFT), distinct=True
             ),
         )
+        .order_by("title", "id")
     )
 
 
@@ -298,6 +299,7 @@ def packages_for(*, workspace: Workspace) -> QuerySet[RestartPackage]:
         RestartPackage.objects.for_workspace(workspace)
         .select_related("spec_version__spec", "created_by", "trace_session")
         .annotate(verification_count=Count("verifications"))
+        .order_by("-created_at", "-id")
     )
 
 

@@ -99,21 +99,18 @@ def items_from_data(data: list[dict]) -> list[Item]:
     ]
 
 
-def item_errors(items: list[Item], *, for_submission: bool = False) -> list[dict] | None:
-    """Field errors aligned with the items list (DRF's nested shape), or None when valid."""
+def item_errors(items: list[Item], *, for_submission: bool = False) -> dict | None:
+    """Field errors keyed by item index (DRF's shape for nested lists), or None when valid."""
     problems = check_items(items, for_submission=for_submission).problems
     if not problems:
         return None
-    errors: list[dict] = [{} for _ in items]
+    errors: dict[str, dict] = {}
     for problem in problems:
         if problem.index is None:
             raise serializers.ValidationError(problem.message)
-        target = errors[problem.index]
+        target = errors.setdefault(str(problem.index), {})
         if problem.alternative is not None:
-            alternatives = target.setdefault(
-                "alternatives", [{} for _ in items[problem.index].alternatives]
-            )
-            target = alternatives[problem.alternative]
+            target = target.setdefault("alternatives", {}).setdefault(str(problem.alternative), {})
         target.setdefault(problem.field, []).append(problem.message)
     return errors
 

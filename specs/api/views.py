@@ -7,7 +7,6 @@ base or a lost race is 409 and names the current authoritative version; self-rev
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -64,22 +63,25 @@ class FormatChoiceMixin:
             formats = ", ".join(r.format for r in self.get_renderers())
             self.request.accepted_renderer = renderers.JSONRenderer()
             self.request.accepted_media_type = "application/json"
-            raise drf_serializers.ValidationError({"format": f"Use one of: {formats}."}) from None
+            raise drf_serializers.ValidationError({"format": [f"Use one of: {formats}."]}) from None
 
 
-@contextmanager
-def conflicts_as_409():
-    try:
-        yield
-    except services.SpecConflict as exc:
-        detail = {"detail": exc.message, "code": exc.code}
+class ConflictAs409Mixin:
+    """A spec conflict (stale base, lost race, wrong state) answers 409 naming the current version."""
+
+    def handle_exception(self, exc):
+        if not isinstance(exc, services.SpecConflict):
+            return super().handle_exception(exc)
+        response = super().handle_exception(Conflict(exc.message))
+        body = {"detail": exc.message, "code": exc.code}
         if exc.current is not None:
-            detail["current_version"] = {
+            body["current_version"] = {
                 "id": exc.current.pk,
                 "number": exc.current.number,
                 "fingerprint": exc.current.fingerprint,
             }
-        raise Conflict(detail) from None
+        response.data = body
+        return response
 
 
 def attachment(response, filename: str):
@@ -88,6 +90,7 @@ def attachment(response, filename: str):
 
 
 class SpecViewSet(
+    ConflictAs409Mixin,
     WorkspaceScopedMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -166,15 +169,14 @@ class SpecViewSet(
         )
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
-        with conflicts_as_409():
-            version = services.spec_version_create(
-                spec=spec,
-                author=request.user,
-                supersedes=data["supersedes"],
-                items=data["items"],
-                note=data["note"],
-                sources=[_source_input(source) for source in data["sources"]],
-            )
+        version = services.spec_version_create(
+            spec=spec,
+            author=request.user,
+            supersedes=data["supersedes"],
+            items=data["items"],
+            note=data["note"],
+            sources=[_source_input(source) for source in data["sources"]],
+        )
         return Response(
             serializers.VersionSerializer(
                 selectors.version_get(workspace=request.workspace, pk=version.pk),
@@ -197,14 +199,13 @@ class SpecViewSet(
         )
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
-        with conflicts_as_409():
-            version, result = services.spec_version_import(
-                spec=spec,
-                author=request.user,
-                markdown=data["markdown"],
-                supersedes=data["supersedes"],
-                note=data["note"],
-            )
+        version, result = services.spec_version_import(
+            spec=spec,
+            author=request.user,
+            markdown=data["markdown"],
+            supersedes=data["supersedes"],
+            note=data["note"],
+        )
         body = serializers.VersionSerializer(
             selectors.version_get(workspace=request.workspace, pk=version.pk),
             context={"request": request},
@@ -218,6 +219,7 @@ class SpecViewSet(
 
 
 class SpecVersionViewSet(
+    ConflictAs409Mixin,
     FormatChoiceMixin,
     WorkspaceScopedMixin,
     mixins.ListModelMixin,
@@ -262,20 +264,18 @@ class SpecVersionViewSet(
         )
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
-        with conflicts_as_409():
-            version = services.spec_version_update(
-                version=version,
-                actor=request.user,
-                items=data["items"],
-                note=data["note"],
-                sources=[_source_input(source) for source in data["sources"]],
-            )
+        version = services.spec_version_update(
+            version=version,
+            actor=request.user,
+            items=data["items"],
+            note=data["note"],
+            sources=[_source_input(source) for source in data["sources"]],
+        )
         return self._respond(version)
 
     @extend_schema(responses={204: None, 409: CONFLICT}, summary="Discard a draft")
     def destroy(self, request, pk=None):
-        with conflicts_as_409():
-            services.spec_version_discard(version=self.get_object(), actor=request.user)
+        services.spec_version_discard(version=self.get_object(), actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
@@ -291,12 +291,11 @@ class SpecVersionViewSet(
         version = self.get_object()
         payload = serializers.SubmitSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        with conflicts_as_409():
-            version = services.spec_version_submit(
-                version=version,
-                actor=request.user,
-                acknowledged_resolutions=payload.validated_data["acknowledged_resolutions"],
-            )
+        version = services.spec_version_submit(
+            version=version,
+            actor=request.user,
+            acknowledged_resolutions=payload.validated_data["acknowledged_resolutions"],
+        )
         return self._respond(version)
 
     @extend_schema(
@@ -312,13 +311,12 @@ class SpecVersionViewSet(
         version = self.get_object()
         payload = serializers.ApproveSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        with conflicts_as_409():
-            version = services.spec_version_approve(
-                version=version,
-                reviewer=request.user,
-                acknowledged_resolutions=payload.validated_data["acknowledged_resolutions"],
-                comment=payload.validated_data["comment"],
-            )
+        version = services.spec_version_approve(
+            version=version,
+            reviewer=request.user,
+            acknowledged_resolutions=payload.validated_data["acknowledged_resolutions"],
+            comment=payload.validated_data["comment"],
+        )
         return self._respond(version)
 
     @extend_schema(
@@ -331,10 +329,9 @@ class SpecVersionViewSet(
         version = self.get_object()
         payload = serializers.RejectSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        with conflicts_as_409():
-            version = services.spec_version_reject(
-                version=version, reviewer=request.user, comment=payload.validated_data["comment"]
-            )
+        version = services.spec_version_reject(
+            version=version, reviewer=request.user, comment=payload.validated_data["comment"]
+        )
         return self._respond(version)
 
     @extend_schema(
@@ -379,6 +376,7 @@ class SpecVersionViewSet(
 
 
 class RestartPackageViewSet(
+    ConflictAs409Mixin,
     FormatChoiceMixin,
     WorkspaceScopedMixin,
     mixins.ListModelMixin,
@@ -424,25 +422,24 @@ class RestartPackageViewSet(
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
         handoff = data["handoff"]
-        with conflicts_as_409():
-            package = services.restart_package_create(
-                workspace=request.workspace,
-                actor=request.user,
-                title=data["title"],
-                spec_version=data["spec_version"],
-                trace_session=data["trace_session"],
-                repository=Repository(**handoff["repository"]),
-                completed_changes=handoff["completed_changes"],
-                changed_files=handoff["changed_files"],
-                current_failures=handoff["current_failures"],
-                verifications=[services.VerificationInput(**v) for v in handoff["verifications"]],
-                discrepancies=[Discrepancy(**d) for d in handoff["discrepancies"]],
-                instruction=Instruction(
-                    next_action=data["instruction"]["next_action"],
-                    authoritative_sources=tuple(data["instruction"]["authoritative_sources"]),
-                ),
-                indicators=data["indicators"],
-            )
+        package = services.restart_package_create(
+            workspace=request.workspace,
+            actor=request.user,
+            title=data["title"],
+            spec_version=data["spec_version"],
+            trace_session=data["trace_session"],
+            repository=Repository(**handoff["repository"]),
+            completed_changes=handoff["completed_changes"],
+            changed_files=handoff["changed_files"],
+            current_failures=handoff["current_failures"],
+            verifications=[services.VerificationInput(**v) for v in handoff["verifications"]],
+            discrepancies=[Discrepancy(**d) for d in handoff["discrepancies"]],
+            instruction=Instruction(
+                next_action=data["instruction"]["next_action"],
+                authoritative_sources=tuple(data["instruction"]["authoritative_sources"]),
+            ),
+            indicators=data["indicators"],
+        )
         return Response(package_json(self._export(package)), status=status.HTTP_201_CREATED)
 
     @extend_schema(
