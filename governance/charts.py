@@ -9,15 +9,27 @@ import plotly.io as pio
 PALETTE = ["#1f5fbf", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490", "#a16207", "#4b5563"]
 
 
+AXIS = {
+    "gridcolor": "#e6e9ee",
+    "linecolor": "#c5ccd5",
+    "zerolinecolor": "#c5ccd5",
+    "automargin": True,
+}
+
+
 def base_layout(**overrides) -> dict:
+    """A light, template-free layout (templates would be embedded in every figure's JSON)."""
     layout = {
-        "template": "plotly_white",
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
         "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13},
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
         "colorway": PALETTE,
         "hovermode": "closest",
-        "legend": {"orientation": "h", "y": -0.2},
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "xanchor": "left", "yanchor": "bottom"},
     }
+    for axis in ("xaxis", "yaxis"):
+        layout[axis] = {**AXIS, **overrides.pop(axis, {})}
     layout.update(overrides)
     return layout
 
@@ -26,4 +38,6 @@ def figure_dict(figure: go.Figure | dict) -> dict:
     """A JSON-safe dict (numpy arrays become lists) for `json_script` and the API."""
     if isinstance(figure, dict):
         figure = go.Figure(figure)
-    return orjson.loads(pio.to_json(figure, validate=False, engine="orjson"))
+    data = orjson.loads(pio.to_json(figure, validate=False, engine="orjson"))
+    data.get("layout", {}).pop("template", None)
+    return data

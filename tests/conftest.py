@@ -204,11 +204,11 @@ def login(page):
 def screenshot(page):
     """Save a screenshot when GOVERNANCE_SCREENSHOTS names a folder (for looking at pages)."""
 
-    def shoot(name: str):
+    def shoot(name: str, full_page: bool = True):
         folder = os.environ.get("GOVERNANCE_SCREENSHOTS")
         if folder:
             Path(folder).mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+            page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=full_page)
 
     return shoot
 
@@ -227,6 +227,11 @@ def celery_worker(transactional_db):
 
     celery_app.conf.task_always_eager = False
     with start_worker(
-        celery_app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"
+        celery_app,
+        pool="threads",
+        concurrency=2,
+        perform_ping_check=False,
+        loglevel=os.environ.get("GOVERNANCE_WORKER_LOGLEVEL", "WARNING"),
+        queues=["default", "ingest", "analysis", "maintenance"],
     ):
         yield

@@ -55,11 +55,12 @@ def context_timeline(
     total = sum(len(s.index) for s in series)
     downsampled = total > max_points
     figure = go.Figure()
+    trace_type = go.Scattergl if total > 2000 else go.Scatter  # SVG is crisper; WebGL scales
     for s in series:
         budget = max(50, max_points * len(s.index) // total) if downsampled else len(s.index)
         x, y = downsample_max(s.index, s.context, budget)
         figure.add_trace(
-            go.Scattergl(
+            trace_type(
                 x=x,
                 y=y,
                 mode="lines+markers" if len(x) < 400 else "lines",

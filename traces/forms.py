@@ -18,9 +18,12 @@ class MultipleFileField(forms.FileField):
 
     def clean(self, data, initial=None):
         single = super().clean
+        if not data:
+            single(None, initial)  # raises "This field is required." when it is
+            return []
         if isinstance(data, list | tuple):
             return [single(item, initial) for item in data]
-        return [single(data, initial)] if data else []
+        return [single(data, initial)]
 
 
 class UploadForm(forms.Form):

@@ -134,9 +134,9 @@ class UploadView(WorkspaceTemplateView):
         return redirect("traces:upload", workspace=self.workspace.slug)
 
     def _too_large(self, request, message):
-        form = UploadForm()
-        form.add_error(None, message)
-        return render(request, self.template_name, self.get_context_data(form=form), status=413)
+        return render(
+            request, self.template_name, self.get_context_data(too_large=message), status=413
+        )
 
 
 class TaskTypesView(WorkspaceTemplateView):

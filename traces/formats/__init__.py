@@ -19,6 +19,14 @@ from traces.formats.records import ParseError, ParseStats
 
 FORMATS = ("claude-code", "codex", "otlp-json")
 MAX_OTLP_DOCUMENT = 64 * 1024 * 1024
+CODEX_TYPES = {
+    "session_meta",
+    "response_item",
+    "event_msg",
+    "turn_context",
+    "compacted",
+    "token_usage_record",
+}
 
 
 def detect_format(name: str, head: bytes) -> str | None:
@@ -29,19 +37,18 @@ def detect_format(name: str, head: bytes) -> str | None:
         return "codex"
     if b'"resourceSpans"' in text[:4096]:
         return "otlp-json"
-    first = text.split(b"\n", 1)[0]
-    try:
-        entry = orjson.loads(first)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(entry, dict):
-        return None
-    if "payload" in entry and entry.get("type") in {
-        "session_meta", "response_item", "event_msg", "turn_context", "compacted", "token_usage_record",
-    }:  # fmt: skip
-        return "codex"
-    if "sessionId" in entry or entry.get("type") in {"summary", "user", "assistant", "system"}:
-        return "claude-code"
+    # Look at the first few complete lines, so one corrupt first line does not hide the format.
+    for line in text.split(b"\n")[:20]:
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        if "payload" in entry and entry.get("type") in CODEX_TYPES:
+            return "codex"
+        if "sessionId" in entry or entry.get("type") in {"summary", "user", "assistant", "system"}:
+            return "claude-code"
     return None
 
 
