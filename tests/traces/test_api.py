@@ -5,7 +5,7 @@ import io
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.traces.factories import claude_boundary, claude_session, claude_assistant, claude_user
+from tests.traces.factories import claude_assistant, claude_boundary, claude_session, claude_user
 from traces.models import Session
 
 pytestmark = pytest.mark.django_db
@@ -144,8 +144,9 @@ def test_calls_in_order_compactions_runs_and_agents(api_for, run_on_commit):
 
 
 def test_other_workspace_sessions_are_404(api_for, run_on_commit, other_workspace, outsider):
-    from governance.services import api_token_create
     from rest_framework.test import APIClient
+
+    from governance.services import api_token_create
 
     with run_on_commit():
         upload(api_for("editor"), "s.jsonl", transcript())

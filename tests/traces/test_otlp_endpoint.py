@@ -62,7 +62,7 @@ def test_sdk_exporter_protobuf(live_server, token, compression):
     session = Session.objects.get(harness="otlp", external_id="conv-42")
     calls = list(Call.objects.filter(session=session).order_by("timestamp"))
     assert [c.context_tokens for c in calls] == [20_000, 21_000, 22_000]
-    assert [(c.input_tokens, c.cache_read_tokens, c.output_tokens) for c in calls][0] == (
+    assert next((c.input_tokens, c.cache_read_tokens, c.output_tokens) for c in calls) == (
         2_000,
         18_000,
         150,
