@@ -449,3 +449,18 @@ def sessions_derive_queue(*, workspace: Workspace, session_ids: Iterable[int]) -
 def sessions_derive_run(*, workspace_id: int, session_ids: list[int]) -> None:
     sessions_derive(session_ids=session_ids)
     workspace_bump_data_version(workspace=Workspace(pk=workspace_id))
+
+
+def ingest_bytes(
+    *, workspace: Workspace, name: str, data: bytes, source: str, user=None
+) -> IngestSummary:
+    """Store and ingest one in-memory file (demo data, tests, small API payloads)."""
+    upload, _ = raw_upload_store(
+        workspace=workspace, name=name, chunks=[data], source=source, user=user
+    )
+    summary = IngestSummary()
+    touched = ingest_upload(workspace=workspace, upload=upload, summary=summary)
+    sessions_derive(session_ids=touched)
+    if touched:
+        workspace_bump_data_version(workspace=workspace)
+    return summary
