@@ -198,7 +198,7 @@ def _clean_strata(strata) -> list[int]:
     if strata in (None, ""):
         return []
     if isinstance(strata, str):
-        strata = [s for s in strata.replace(";", ",").split(",") if s.strip()]
+        strata = [s.strip() for s in strata.replace(";", ",").split(",") if s.strip()]
     if not isinstance(strata, list | tuple):
         raise InputError("strata: give a list of context sizes in tokens, e.g. [8000, 32000]")
     cleaned = []
