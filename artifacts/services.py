@@ -848,14 +848,11 @@ def artifact_search(
                 spans.append((excerpt.start_byte, excerpt.end_byte))
             matches.append(SearchMatch(hit.line, hit.start_byte, hit.end_byte, excerpt))
             previous = excerpt
-    params = {
-        "q": q[:200],
-        "regex": is_regex,
-        "ignore_case": ignore_case,
-        "context": context,
-        "max_matches": max_matches,
-        "matches": len(matches),
-    }
+    params = {"q": q[:200]}
+    params |= {"regex": True} if is_regex else {}
+    params |= {"ignore_case": True} if ignore_case else {}
+    params |= {"context": context} if context else {}
+    params |= {"max_matches": max_matches, "matches": len(matches)}
     _log(
         artifact,
         reader,
