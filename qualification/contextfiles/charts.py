@@ -73,7 +73,7 @@ def forest_plot(results: EvaluationResults) -> dict | None:
         )
     span = max([margin * 1.4, abs(delta) * 1.4] + [abs(v) * 1.1 for v in lo95 + hi95])
     layout = base_layout(
-        height=max(220, 90 + 70 * len(rows)),
+        height=max(320, 110 + 80 * len(rows)),
         xaxis={
             "title": "Success rate difference vs no file (percentage points)",
             "range": [-span, span],
