@@ -275,6 +275,11 @@ class VersionEditor:
         )
 
     @property
+    def form_messages(self) -> list[str]:
+        """Errors about the version as a whole, shown above the form (others sit by their field)."""
+        return list(self.errors.get("items", []))
+
+    @property
     def error_count(self) -> int:
         return sum(len(v) for v in self.errors.values()) + sum(
             len(row.errors) + sum(len(a.errors) for a in row.alternatives) for row in self.items

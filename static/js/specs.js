@@ -55,13 +55,14 @@
   });
 
   // After htmx adds a row, put the cursor in it.
-  document.addEventListener("htmx:afterSwap", function (event) {
+  // (after settling, and a tick later: htmx restores focus to the swapped-in button first)
+  document.addEventListener("htmx:afterSettle", function (event) {
     var target = event.detail.target;
-    if (!target || !target.id) return;
+    if (!target || !target.id || target.matches("button")) return;
     var rows = target.querySelectorAll(":scope > [data-row]");
     var last = rows[rows.length - 1];
-    var field = last && last.querySelector("[data-key-source], textarea, input[type=text]");
-    if (field) field.focus();
+    var field = last && (last.querySelector("[data-key-source]") || last.querySelector("textarea, input[type=text]"));
+    if (field) setTimeout(function () { field.focus(); }, 0);
   });
 
   // Approve stays disabled until every resolved open question is acknowledged.
