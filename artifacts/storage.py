@@ -157,7 +157,9 @@ class RangedObjectReader(io.RawIOBase):
     """A seekable reader over an S3 object that fetches only the byte ranges asked for."""
 
     def __init__(self, storage: Storage, name: str):
-        self._object = storage.bucket.Object(storage._normalize_name(storage._clean_name(name)))
+        from storages.utils import clean_name
+
+        self._object = storage.bucket.Object(storage._normalize_name(clean_name(name)))
         self._size = self._object.content_length
         self._position = 0
 
