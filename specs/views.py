@@ -317,7 +317,8 @@ class VersionApproveView(VersionDecisionView):
             f"Approved: {version.spec.title} v{version.number} is now authoritative.",
         )
         return redirect(
-            request.POST.get("next") or self.wreverse("specs:version_detail", version.pk)
+            _safe_next(request.POST.get("next", ""), self.workspace.slug)
+            or self.wreverse("specs:version_detail", version.pk)
         )
 
 
@@ -330,7 +331,8 @@ class VersionRejectView(VersionDecisionView):
         )
         messages.success(request, f"Rejected v{version.number}; the author sees your comment.")
         return redirect(
-            request.POST.get("next") or self.wreverse("specs:version_detail", version.pk)
+            _safe_next(request.POST.get("next", ""), self.workspace.slug)
+            or self.wreverse("specs:version_detail", version.pk)
         )
 
 
@@ -342,7 +344,8 @@ class VersionDiscardView(VersionDecisionView):
 
 
 def _safe_next(value: str, workspace_slug: str) -> str:
-    return value if value.startswith(f"/w/{workspace_slug}/") else ""
+    """Only a path inside this workspace: never an open redirect."""
+    return value if value.startswith(f"/w/{workspace_slug}/") and "//" not in value else ""
 
 
 class VersionEditorMixin(WorkspaceMixin):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.urls import reverse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -24,7 +23,6 @@ from specs.models import (
     RestartPackage,
     Spec,
     SpecVersion,
-    VersionStatus,
 )
 from specs.services import MAX_OUTPUT_BYTES
 from traces.models import Run, Session
@@ -533,7 +531,3 @@ class PackageSummarySerializer(serializers.ModelSerializer):
         path = reverse("specs:package_detail", args=[package.workspace.slug, package.pk])
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request else path
-
-
-PACKAGE_EXPORT_SCHEMA = OpenApiTypes.OBJECT
-STATUS_CHOICES = VersionStatus.choices

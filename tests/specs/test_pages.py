@@ -475,3 +475,12 @@ def test_dashboard_card(client_for, workspace, authoritative):
     authoritative()
     page = client_for("editor").get("/w/team-a/").content.decode()
     assert "Waiting for review" in page and "Restart packages" in page
+
+
+def test_decision_redirects_stay_inside_the_workspace(client_for, authoritative, members):
+    spec, v1 = authoritative()
+    v2 = submitted_resolution(spec, v1, members)
+    response = client_for("reviewer").post(
+        f"{W}/versions/{v2.pk}/reject/", {"comment": "no", "next": "https://evil.example/"}
+    )
+    assert response["Location"] == f"{W}/versions/{v2.pk}/"
