@@ -57,8 +57,14 @@ def fixed_sequence_ecl(strata, lower_bounds, theta: float) -> FixedSequenceEcl:
 
 
 def bootstrap_weights(n_tasks: int, replicates: int, rng: np.random.Generator) -> np.ndarray:
-    """(replicates, n_tasks) resampling counts: task i drawn W[b, i] times in replicate b."""
-    return rng.multinomial(n_tasks, np.full(n_tasks, 1.0 / n_tasks), size=replicates)
+    """(replicates, n_tasks) resampling counts: task i drawn W[b, i] times in replicate b.
+
+    One index array for all replicates, counted with a single bincount.
+    """
+    draws = rng.integers(0, n_tasks, size=(replicates, n_tasks))
+    offsets = (np.arange(replicates) * n_tasks)[:, None]
+    counts = np.bincount((draws + offsets).ravel(), minlength=replicates * n_tasks)
+    return counts.reshape(replicates, n_tasks).astype(float)
 
 
 def bootstrap_means(task_values: np.ndarray, weights: np.ndarray) -> np.ndarray:

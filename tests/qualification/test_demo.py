@@ -1,5 +1,7 @@
 """seed_demo adds a realistic sweep and a requalification, and running it twice adds nothing."""
 
+import io
+
 import pytest
 from django.core.management import call_command
 
@@ -23,7 +25,7 @@ def counts():
 
 
 def test_seed_demo_is_realistic_and_idempotent():
-    call_command("seed_demo", stdout=open("/dev/null", "w"))
+    call_command("seed_demo", stdout=io.StringIO())
     first = counts()
     assert first == [2, 12000, 2, 2, 6]
     original, requalified = Qualification.objects.order_by("pk")
@@ -44,5 +46,5 @@ def test_seed_demo_is_realistic_and_idempotent():
     assert selectors.requalification_status(limit=active).due
     assert {a.verdict for a in AssemblyAudit.objects.all()} == {"within", "over"}
 
-    call_command("seed_demo", stdout=open("/dev/null", "w"))
+    call_command("seed_demo", stdout=io.StringIO())
     assert counts() == first

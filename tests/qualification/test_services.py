@@ -164,7 +164,7 @@ def bad_upload_cases(rows):
         "unpaired task",
         "undeclared stratum",
         "task in two families",
-    ],  # fmt: skip
+    ],
 )
 def test_bad_uploads_fail_with_line_numbers_and_save_nothing(
     case, make_qualification, planted_rows, members
@@ -402,7 +402,7 @@ def test_budget_check_is_recorded_as_an_assembly_audit(loaded_qualification, mem
         ({"system": -1}, "allocation.system"),
         ({"system": 1.5}, "allocation.system"),
         ({"": 4}, "source names"),
-    ],  # fmt: skip
+    ],
 )
 def test_bad_budget_checks_are_refused(loaded_qualification, members, allocation, message):
     limit = approve(propose(loaded_qualification, members["editor"]), members["reviewer"])
