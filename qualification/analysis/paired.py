@@ -258,7 +258,7 @@ def decide(*, ci95: Interval, ci90: Interval, delta: float, margin: float) -> De
     """
 
     def pp(x: float) -> str:
-        return f"{100 * x:+.1f} pp"
+        return f"{100 * x:+.1f} pp".replace("-", "−")
 
     if ci95.low > delta:
         return Decision(

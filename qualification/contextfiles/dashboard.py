@@ -8,7 +8,6 @@ from qualification.contextfiles import selectors
 
 def card(workspace) -> DashboardCard:
     rows = selectors.file_summaries(workspace=workspace)
-    url = reverse("contextfiles:file_list", args=[workspace.slug])
     if not rows:
         return DashboardCard(
             title="Context files",
@@ -19,8 +18,14 @@ def card(workspace) -> DashboardCard:
             action_label="Import a context file",
             action_url=reverse("contextfiles:file_import", args=[workspace.slug]),
         )
-    verdicts = [r["evaluation"] for r in rows if r["evaluation"] is not None]
-    problems = sum(r["problems"] for r in rows)
+    evaluations = [r["evaluation"] for r in rows if r["evaluation"] is not None]
+    latest = max(evaluations, key=lambda e: e.created_at, default=None)
+    verdict = "–"
+    if latest is not None:
+        results = selectors.evaluation_results(evaluation=latest)
+        verdict = (
+            results.primary.comparison.verdict.value if results.has_results else "awaiting trials"
+        )
     return DashboardCard(
         title="Context files",
         order=40,
@@ -28,9 +33,9 @@ def card(workspace) -> DashboardCard:
         stats=[
             ("Files", str(len(rows))),
             ("Flagged instructions", str(sum(r["flagged"] for r in rows))),
-            ("Drift findings", str(problems)),
-            ("Evaluations", str(len(verdicts))),
+            ("Drift findings", str(sum(r["problems"] for r in rows))),
+            ("Latest verdict", verdict),
         ],
         link_label="Ledger and evaluations",
-        link_url=url,
+        link_url=reverse("contextfiles:file_list", args=[workspace.slug]),
     )

@@ -222,8 +222,8 @@ def _evaluation(context_file, revision, editor, reviewer) -> None:
             kept="Build and test commands; failure-prevention rules (generated types, payments "
             "sandbox, shared database, secrets).",
             removed="The architecture overview (agents find it by search) and the style rules.",
-            rationale="The full file is inconclusive on success (its interval includes 0) and "
-            "costs about 15% more tokens per run. The build/test-only arm helps at a quarter of "
+            rationale="The full file's gain does not clear the pre-registered threshold δ "
+            "(inconclusive), and it costs about 15% more tokens per run. The build/test-only arm helps at a quarter of "
             "the permanent tokens. Failure-prevention rules alone are equivalent to no file on "
             "this task set, but they stay for the incidents they name, which these tasks rarely "
             "reach. The architecture overview prevents no recorded failure. Re-run the revised "

@@ -299,6 +299,6 @@ def test_listing_upload_page(client_for, workspace):
 
 def test_dashboard_card_and_navigation(client_for, imported, workspace):
     body = client_for("viewer").get(f"/w/{workspace.slug}/").content.decode()
-    assert "Context files" in body and "Flagged instructions" in body
+    assert "Context files" in body and "Flagged instructions" in body and "Latest verdict" in body
     assert f'href="/w/{workspace.slug}/context-files/"' in body
     assert Instruction.objects.count() == 15

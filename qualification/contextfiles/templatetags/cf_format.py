@@ -63,3 +63,11 @@ def signed_pct(value, digits=0):
     if value is None:
         return "–"
     return f"{100 * float(value):+.{int(digits)}f}%".replace("-", "−")
+
+
+@register.filter
+def points(value):
+    """0.15 → '15' (a bound in percentage points, without a sign)."""
+    if value is None:
+        return "–"
+    return f"{100 * float(value):.1f}".rstrip("0").rstrip(".")
