@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.urls import reverse
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -23,12 +25,37 @@ from specs.models import (
     RestartPackage,
     Spec,
     SpecVersion,
+    VersionStatus,
 )
 from specs.services import MAX_OUTPUT_BYTES
 from traces.models import Run, Session
 
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
 COMMIT_MESSAGE = "Give a git commit hash: 7 to 64 hexadecimal digits."
+
+
+class NamedChoiceField(serializers.ChoiceField):
+    """A ChoiceField documented as its own named enum, so field names shared with other apps
+    ("status", "consequence") never collide in the OpenAPI schema."""
+
+    def __init__(self, *, enum_name: str, **kwargs):
+        self.enum_name = enum_name
+        super().__init__(**kwargs)
+
+
+class NamedChoiceFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "specs.api.serializers.NamedChoiceField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        component = ResolvedComponent(
+            name=field.enum_name,
+            type=ResolvedComponent.SCHEMA,
+            object=field.enum_name,
+            schema={"type": "string", "enum": [str(value) for value in field.choices]},
+        )
+        auto_schema.registry.register_on_missing(component)
+        return component.ref
 
 
 class WorkspaceObjectField(serializers.PrimaryKeyRelatedField):
@@ -62,7 +89,7 @@ class ItemSerializer(serializers.Serializer):
     key = serializers.CharField(
         max_length=KEY_MAX_LENGTH, help_text=f"Stable across versions. {KEY_HELP}"
     )
-    kind = serializers.ChoiceField(choices=ItemKind.choices)
+    kind = NamedChoiceField(choices=ItemKind.choices, enum_name="SpecItemKindEnum")
     text = serializers.CharField(max_length=MAX_TEXT_LENGTH, trim_whitespace=False)
     rationale = serializers.CharField(
         max_length=MAX_TEXT_LENGTH,
@@ -72,8 +99,11 @@ class ItemSerializer(serializers.Serializer):
         trim_whitespace=False,
         help_text="Why; keep it where removing it would invite reversal.",
     )
-    status = serializers.ChoiceField(
-        choices=ItemStatus.choices, required=False, default=ItemStatus.SETTLED
+    status = NamedChoiceField(
+        choices=ItemStatus.choices,
+        enum_name="SpecItemStatusEnum",
+        required=False,
+        default=ItemStatus.SETTLED,
     )
     alternatives = AlternativeSerializer(many=True, required=False, default=list)
 
@@ -216,10 +246,10 @@ class AlternativeOutputSerializer(serializers.Serializer):
 
 class ItemOutputSerializer(serializers.Serializer):
     key = serializers.CharField()
-    kind = serializers.CharField()
+    kind = NamedChoiceField(choices=ItemKind.choices, enum_name="SpecItemKindEnum")
     text = serializers.CharField()
     rationale = serializers.CharField()
-    status = serializers.CharField()
+    status = NamedChoiceField(choices=ItemStatus.choices, enum_name="SpecItemStatusEnum")
     alternatives = AlternativeOutputSerializer(many=True)
 
 
@@ -239,6 +269,9 @@ class VersionSummarySerializer(serializers.ModelSerializer):
     spec_slug = serializers.CharField(source="spec.slug", read_only=True)
     supersedes_number = serializers.IntegerField(
         source="supersedes.number", default=None, read_only=True
+    )
+    status = NamedChoiceField(
+        choices=VersionStatus.choices, enum_name="SpecVersionStatusEnum", read_only=True
     )
     author = serializers.SerializerMethodField()
     submitted_by = serializers.SerializerMethodField()
@@ -291,6 +324,9 @@ class AuthoritativeRefSerializer(serializers.Serializer):
 
 
 class SpecSerializer(serializers.ModelSerializer):
+    consequence = NamedChoiceField(
+        choices=Consequence.choices, enum_name="SpecConsequenceEnum", read_only=True
+    )
     owner = serializers.SerializerMethodField()
     authoritative_version = serializers.SerializerMethodField()
     version_count = serializers.IntegerField(read_only=True)
@@ -352,8 +388,9 @@ class SpecCreateSerializer(serializers.Serializer):
         allow_blank=True,
         help_text="Defaults to the title, slugified.",
     )
-    consequence = serializers.ChoiceField(
+    consequence = NamedChoiceField(
         choices=Consequence.choices,
+        enum_name="SpecConsequenceEnum",
         help_text="high: a reviewer who is not the author approves each version; "
         "low: a version becomes authoritative when an editor submits it.",
     )
@@ -363,7 +400,9 @@ class SpecCreateSerializer(serializers.Serializer):
 
 class SpecUpdateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200, required=False)
-    consequence = serializers.ChoiceField(choices=Consequence.choices, required=False)
+    consequence = NamedChoiceField(
+        choices=Consequence.choices, enum_name="SpecConsequenceEnum", required=False
+    )
     summary = serializers.CharField(max_length=10_000, required=False, allow_blank=True)
     owner = UsernameField(required=False)
 
