@@ -92,6 +92,8 @@ def test_editor_without_javascript_adds_removes_and_saves(client_for, authoritat
     added = client.post(f"{W}/payments/versions/new/", {**post, "add_item": "1"})
     assert added.status_code == 200
     assert 'name="items-6-key"' in added.content.decode()
+    alternative = client.post(f"{W}/payments/versions/new/", {**post, "add_alternative": "5"})
+    assert 'name="items-5-alt-1-text"' in alternative.content.decode()
     removed = client.post(f"{W}/payments/versions/new/", {**post, "remove_item": "5"})
     assert 'name="items-5-key"' not in removed.content.decode()
     saved = client.post(f"{W}/payments/versions/new/", {**post, "save": "1"})
