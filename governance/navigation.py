@@ -37,6 +37,7 @@ def all_items() -> tuple[NavItem, ...]:
 
 def menu_for(*, workspace, role: int, current_path: str) -> list[dict]:
     groups: dict[str, list[dict]] = {}
+    entries = []
     for item in sorted(all_items(), key=lambda i: (i.order, i.label)):
         if role < item.min_role:
             continue
@@ -44,9 +45,13 @@ def menu_for(*, workspace, role: int, current_path: str) -> list[dict]:
             url = reverse(item.url_name, kwargs={"workspace": workspace.slug})
         except NoReverseMatch:
             continue
-        groups.setdefault(item.group, []).append(
-            {"label": item.label, "url": url, "active": _is_active(url, current_path, workspace)}
-        )
+        entry = {"label": item.label, "url": url, "active": False}
+        entries.append(entry)
+        groups.setdefault(item.group, []).append(entry)
+    # Only the longest matching entry is current, so a nested page does not light its parent too.
+    matches = [e for e in entries if _is_active(e["url"], current_path, workspace)]
+    if matches:
+        max(matches, key=lambda e: len(e["url"]))["active"] = True
     ordered = [g for g in GROUP_ORDER if g in groups] + sorted(set(groups) - set(GROUP_ORDER))
     return [{"name": name, "items": groups[name]} for name in ordered]
 

@@ -274,7 +274,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {},
+    "ENUM_NAME_OVERRIDES": {
+        "InstructionCategoryEnum": "qualification.contextfiles.models.CategoryChoices",
+        "InstructionCategoryValueEnum": "qualification.contextfiles.api.serializers.CATEGORIES",
+    },
 }
 
 # Security. DEBUG off means production hardening; each switch can be turned off

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 
 from django.db import connection, transaction
-from django.db.models import Max, Min, Sum
 
 from traces.analysis.segments import CallRow, CompactionRow, derive_session
 from traces.models import Agent, AgentKind, Call, Compaction, FileTouch, Run, Session
@@ -56,28 +55,42 @@ def session_derive(*, session_id: int) -> None:
             CallRow(pk, agent, index, ts, ctx, i + cc + cr + out, sig, touches)
             for pk, agent, index, ts, ctx, i, cc, cr, out, sig, touches, _model in rows
         ]
+        compaction_rows = list(
+            Compaction.objects.filter(session_id=session_id).values_list(
+                "id", "agent_id", "timestamp", "kind", "pre_tokens", "post_tokens"
+            )
+        )
+        compaction_kinds = [row[3] for row in compaction_rows]
         compactions = [
             CompactionRow(pk, agent, ts, kind, pre, post)
-            for pk, agent, ts, kind, pre, post in Compaction.objects.filter(
-                session_id=session_id
-            ).values_list("id", "agent_id", "timestamp", "kind", "pre_tokens", "post_tokens")
+            for pk, agent, ts, kind, pre, post in compaction_rows
         ]
-        agents = list(
-            Agent.objects.filter(session_id=session_id).values_list("id", "parent_id", "start_kind")
+        agent_rows = list(
+            Agent.objects.filter(session_id=session_id).values_list(
+                "id", "parent_id", "kind", "start_kind"
+            )
         )
+        agents = [(pk, parent, start) for pk, parent, _, start in agent_rows]
+        agent_kinds = [(pk, parent, kind) for pk, parent, kind, _ in agent_rows]
         derived = derive_session(
             calls,
             compactions,
             parents={pk: parent for pk, parent, _ in agents},
             start_kinds={pk: kind for pk, _, kind in agents},
         )
-        for item in derived.compactions:
-            Compaction.objects.filter(pk=item.id).update(
-                before_call_index=item.before_call_index,
-                after_call_index=item.after_call_index,
-                pre_tokens=item.pre_tokens,
-                post_tokens=item.post_tokens,
-            )
+        Compaction.objects.bulk_update(
+            [
+                Compaction(
+                    pk=item.id,
+                    before_call_index=item.before_call_index,
+                    after_call_index=item.after_call_index,
+                    pre_tokens=item.pre_tokens,
+                    post_tokens=item.post_tokens,
+                )
+                for item in derived.compactions
+            ],
+            ["before_call_index", "after_call_index", "pre_tokens", "post_tokens"],
+        )
         Run.objects.filter(session_id=session_id).delete()
         Run.objects.bulk_create(
             [
@@ -118,40 +131,43 @@ def session_derive(*, session_id: int) -> None:
             ],
             batch_size=2000,
         )
-        for agent in derived.agents:
-            updates = {
-                "call_count": agent.call_count,
-                "max_context": agent.max_context,
-                "total_tokens": agent.total_tokens,
-                "initial_context": agent.initial_context,
-                "started_at": agent.started_at,
-                "ended_at": agent.ended_at,
-            }
-            if agent.start_kind:
-                updates["start_kind"] = agent.start_kind
-            Agent.objects.filter(pk=agent.agent).update(**updates)
-        totals = Call.objects.filter(session_id=session_id).aggregate(
-            input=Sum("input_tokens"),
-            cache_creation=Sum("cache_creation_tokens"),
-            cache_read=Sum("cache_read_tokens"),
-            output=Sum("output_tokens"),
-            max_context=Max("context_tokens"),
-            started=Min("timestamp"),
-            ended=Max("timestamp"),
+        start_kinds = {pk: kind for pk, _, kind in agents}
+        Agent.objects.bulk_update(
+            [
+                Agent(
+                    pk=agent.agent,
+                    call_count=agent.call_count,
+                    max_context=agent.max_context,
+                    total_tokens=agent.total_tokens,
+                    initial_context=agent.initial_context,
+                    started_at=agent.started_at,
+                    ended_at=agent.ended_at,
+                    start_kind=agent.start_kind or start_kinds[agent.agent],
+                )
+                for agent in derived.agents
+            ],
+            [
+                "call_count",
+                "max_context",
+                "total_tokens",
+                "initial_context",
+                "started_at",
+                "ended_at",
+                "start_kind",
+            ],
         )
         models = Counter(row[-1] for row in rows if row[-1])
+        compaction_agents = {pk for pk, _, kind in agent_kinds if kind == AgentKind.COMPACTION}
         Session.objects.filter(pk=session_id).update(
-            agent_count=Agent.objects.filter(session_id=session_id)
-            .exclude(kind=AgentKind.COMPACTION)
-            .count(),
+            agent_count=sum(1 for _, _, kind in agent_kinds if kind != AgentKind.COMPACTION),
             call_count=len(rows),
-            compaction_count=Compaction.objects.filter(session_id=session_id, kind="full").count(),
-            input_tokens=totals["input"] or 0,
-            cache_creation_tokens=totals["cache_creation"] or 0,
-            cache_read_tokens=totals["cache_read"] or 0,
-            output_tokens=totals["output"] or 0,
-            max_context=totals["max_context"] or 0,
-            started_at=totals["started"],
-            ended_at=totals["ended"],
+            compaction_count=sum(1 for c in compaction_kinds if c == "full"),
+            input_tokens=sum(row[5] for row in rows),
+            cache_creation_tokens=sum(row[6] for row in rows),
+            cache_read_tokens=sum(row[7] for row in rows),
+            output_tokens=sum(row[8] for row in rows),
+            max_context=max((row[4] for row in rows if row[1] not in compaction_agents), default=0),
+            started_at=rows[0][3] if rows else None,
+            ended_at=max((row[3] for row in rows), default=None),
             model_names=[name for name, _ in models.most_common()],
         )

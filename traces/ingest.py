@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import orjson
 import zstandard
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Max
 
 from governance.models import Workspace
 from traces.formats.records import (
@@ -76,6 +77,14 @@ class IngestSummary:
             "errors": self.errors,
         }
 
+    def merge(self, other: IngestSummary) -> None:
+        for name in (
+            "files", "sessions", "agents", "calls", "duplicates_dropped", "malformed_lines",
+            "compactions", "input", "cache_creation", "cache_read", "output", "skipped_files",
+        ):  # fmt: skip
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.errors.extend(other.errors)
+
     def counts(self) -> dict:
         data = self.as_dict()
         tokens = data.pop("tokens")
@@ -109,6 +118,8 @@ class TraceLoader:
         self._calls: dict[tuple[int, str], CallRecord] = {}
         self._compactions: list[CompactionRecord] = []
         self.touched_sessions: set[int] = set()
+        self._new_sessions: set[int] = set()
+        self._indexes: dict[tuple[int, int | None], int] = {}
         self._compressor = zstandard.ZstdCompressor(level=TEXT_COMPRESSOR_LEVEL)
         self._postgres = connection.vendor == "postgresql"
 
@@ -170,51 +181,94 @@ class TraceLoader:
         )
         if created:
             self.summary.sessions += 1
+            self._new_sessions.add(session.pk)
         self._sessions[cache_key] = session.pk
         self.touched_sessions.add(session.pk)
         return session.pk
 
     def _agent_pk(self, session_pk: int, agent_id: str) -> int:
         pk = self._agents.get((session_pk, agent_id))
-        if pk is not None:
-            return pk
-        info = self._pending_agents.get((session_pk, agent_id))
-        parent_pk = None
-        if agent_id != "main":
-            parent_pk = self._agent_pk(
-                session_pk, (info.parent_agent_id if info else None) or "main"
-            )
-        kind = AgentKind.MAIN if agent_id == "main" else (info.kind if info else AgentKind.SUBAGENT)
-        defaults = {"kind": kind, "parent_id": parent_pk}
-        if info is not None:
-            defaults.update(
-                agent_type=info.agent_type[:200],
-                description=info.description,
-                spawn_tool_call_id=info.spawn_tool_call_id[:200],
-                start_kind=info.start_kind,
-            )
-        agent, created = _get_or_create(
-            Agent,
-            workspace=self.workspace,
-            session_id=session_pk,
-            external_id=agent_id[:200],
-            defaults=defaults,
-        )
-        if created:
-            self.summary.agents += 1
-        elif (
-            info is not None
-            and (info.description or info.spawn_tool_call_id)
-            and not agent.description
-        ):
-            Agent.objects.filter(pk=agent.pk).update(
-                description=info.description,
-                agent_type=info.agent_type[:200],
-                spawn_tool_call_id=info.spawn_tool_call_id[:200],
-                start_kind=info.start_kind,
-            )
-        self._agents[(session_pk, agent_id)] = agent.pk
-        return agent.pk
+        if pk is None:
+            self._ensure_agents({(session_pk, agent_id)})
+            pk = self._agents[(session_pk, agent_id)]
+        return pk
+
+    def _ensure_agents(self, wanted: set[tuple[int, str]]) -> None:
+        """Create or fetch agents in bulk: main agents first, since subagents point to them."""
+        missing = {pair for pair in wanted if pair not in self._agents}
+        for session_pk, agent_id in list(missing):
+            info = self._pending_agents.get((session_pk, agent_id))
+            if agent_id != "main":
+                missing.add((session_pk, (info.parent_agent_id if info else None) or "main"))
+        missing -= set(self._agents)
+        if not missing:
+            return
+        for parents_first in (True, False):
+            level = {pair for pair in missing if (pair[1] == "main") == parents_first}
+            if not level:
+                continue
+            self._fetch_agents(level)
+            to_create = []
+            for session_pk, agent_id in level - set(self._agents):
+                info = self._pending_agents.get((session_pk, agent_id))
+                parent_pk = None
+                if agent_id != "main":
+                    parent_key = (session_pk, (info.parent_agent_id if info else None) or "main")
+                    parent_pk = self._agents.get(parent_key) or self._agents.get(
+                        (session_pk, "main")
+                    )
+                to_create.append(
+                    Agent(
+                        workspace=self.workspace,
+                        session_id=session_pk,
+                        external_id=agent_id[:200],
+                        kind=AgentKind.MAIN
+                        if agent_id == "main"
+                        else (info.kind if info else AgentKind.SUBAGENT),
+                        parent_id=parent_pk,
+                        agent_type=(info.agent_type if info else "")[:200],
+                        description=info.description if info else "",
+                        spawn_tool_call_id=(info.spawn_tool_call_id if info else "")[:200],
+                        start_kind=info.start_kind if info else "unknown",
+                    )
+                )
+            if to_create:
+                with transaction.atomic():
+                    Agent.objects.bulk_create(to_create, ignore_conflicts=True)
+                self.summary.agents += self._fetch_agents(
+                    {(a.session_id, a.external_id) for a in to_create}
+                )
+
+    def _next_index(self, session_pk: int, agent_pk: int | None) -> int:
+        """Provisional positions in arrival order; the derive step corrects any that differ,
+        which for a single transcript in time order is none, so no row is rewritten."""
+        counter_key = (session_pk, agent_pk)
+        value = self._indexes.get(counter_key)
+        if value is None:
+            if session_pk in self._new_sessions:
+                value = 0
+            else:
+                field = "session_index" if agent_pk is None else "agent_index"
+                calls = Call.objects.filter(session_id=session_pk)
+                if agent_pk is not None:
+                    calls = calls.filter(agent_id=agent_pk)
+                value = (calls.aggregate(top=Max(field))["top"] or -1) + 1
+        self._indexes[counter_key] = value + 1
+        return value
+
+    def _fetch_agents(self, pairs: set[tuple[int, str]]) -> int:
+        by_session: dict[int, list[str]] = {}
+        for session_pk, agent_id in pairs:
+            by_session.setdefault(session_pk, []).append(agent_id[:200])
+        found = 0
+        for session_pk, names in by_session.items():
+            for pk, name in Agent.objects.filter(
+                session_id=session_pk, external_id__in=names
+            ).values_list("id", "external_id"):
+                if (session_pk, name) not in self._agents:
+                    found += 1
+                self._agents[(session_pk, name)] = pk
+        return found
 
     # --- flushing ---------------------------------------------------------------------
 
@@ -222,21 +276,30 @@ class TraceLoader:
         calls = self._calls
         compactions = self._compactions
         self._calls, self._compactions = {}, []
-        for session_pk, agent_id in list(self._pending_agents):
-            self._agent_pk(session_pk, agent_id)
+        wanted = {(session_pk, record.agent_id) for (session_pk, _), record in calls.items()}
+        wanted |= {(self._session_pk(c.harness, c.session_id), c.agent_id) for c in compactions}
+        wanted |= set(self._pending_agents)
+        self._ensure_agents(wanted)
         if calls:
             rows = []
             texts = {}
-            for (session_pk, _key), record in calls.items():
-                agent_pk = self._agent_pk(session_pk, record.agent_id)
+            agents = self._agents
+            workspace_pk = self.workspace.pk
+            source_pk = self.source_file.pk if self.source_file else None
+            ordered = sorted(
+                calls.items(), key=lambda item: (item[0][0], item[1].timestamp, item[1].line)
+            )
+            for (session_pk, _key), record in ordered:
+                key = record.key[:300]
+                agent_pk = agents[(session_pk, record.agent_id)]
                 rows.append(
                     (
-                        self.workspace.pk,
+                        workspace_pk,
                         session_pk,
                         agent_pk,
-                        record.key[:300],
-                        0,
-                        0,
+                        key,
+                        self._next_index(session_pk, None),
+                        self._next_index(session_pk, agent_pk),
                         record.timestamp,
                         record.model[:200],
                         record.input_tokens,
@@ -247,28 +310,30 @@ class TraceLoader:
                         record.context_tokens,
                         record.is_sidechain,
                         " ".join(record.signature),
-                        "\n".join(f"{mode}\t{path}" for mode, path in record.touches),
+                        "\n".join(f"{mode}\t{path}" for mode, path in record.touches)
+                        if record.touches
+                        else "",
                         record.line or None,
-                        self.source_file.pk if self.source_file else None,
+                        source_pk,
                     )
                 )
-                texts[(session_pk, record.key[:300])] = record.text
+                texts[(session_pk, key)] = record.text
             with transaction.atomic():
                 if self._postgres:
                     inserted, updated = self._upsert_calls_copy(rows)
                 else:
                     inserted, updated = self._upsert_calls_orm(rows)
                 self._store_texts(inserted, updated, texts)
+            added = {key for key, _ in inserted}
+            summary = self.summary
             for row in rows:
                 self.touched_sessions.add(row[1])
-            added = {key for key, _ in inserted}
-            for row in rows:
                 if (row[1], row[3]) in added:
-                    self.summary.calls += 1
-                    self.summary.input += row[8]
-                    self.summary.cache_creation += row[9]
-                    self.summary.cache_read += row[10]
-                    self.summary.output += row[11]
+                    summary.calls += 1
+                    summary.input += row[8]
+                    summary.cache_creation += row[9]
+                    summary.cache_read += row[10]
+                    summary.output += row[11]
         if compactions:
             self._upsert_compactions(compactions)
 
@@ -350,29 +415,42 @@ class TraceLoader:
             )
 
     def _upsert_compactions(self, compactions: list[CompactionRecord]) -> None:
+        objects = {}
+        for record in compactions:
+            session_pk = self._session_pk(record.harness, record.session_id)
+            objects[(session_pk, record.key[:300])] = Compaction(
+                workspace=self.workspace,
+                session_id=session_pk,
+                agent_id=self._agent_pk(session_pk, record.agent_id),
+                key=record.key[:300],
+                kind=record.kind,
+                timestamp=record.timestamp,
+                trigger=record.trigger,
+                pre_tokens=record.pre_tokens,
+                post_tokens=record.post_tokens,
+                summary_tokens=record.summary_tokens,
+                summary_estimated=record.summary_estimated,
+                duration_ms=record.duration_ms,
+                source_line=record.line or None,
+            )
+        sessions = {session_pk for session_pk, _ in objects}
+        existing = set(
+            Compaction.objects.filter(
+                session_id__in=sessions, key__in=[k for _, k in objects]
+            ).values_list("session_id", "key")
+        )
         with transaction.atomic():
-            for record in compactions:
-                session_pk = self._session_pk(record.harness, record.session_id)
-                agent_pk = self._agent_pk(session_pk, record.agent_id)
-                values = {
-                    "workspace": self.workspace,
-                    "agent_id": agent_pk,
-                    "kind": record.kind,
-                    "timestamp": record.timestamp,
-                    "trigger": record.trigger,
-                    "pre_tokens": record.pre_tokens,
-                    "post_tokens": record.post_tokens,
-                    "summary_tokens": record.summary_tokens,
-                    "summary_estimated": record.summary_estimated,
-                    "duration_ms": record.duration_ms,
-                    "source_line": record.line or None,
-                }
-                _, created = Compaction.objects.update_or_create(
-                    session_id=session_pk, key=record.key[:300], defaults=values
-                )
-                if created:
-                    self.summary.compactions += 1
-                self.touched_sessions.add(session_pk)
+            Compaction.objects.bulk_create(
+                list(objects.values()),
+                update_conflicts=True,
+                unique_fields=["session", "key"],
+                update_fields=[
+                    "agent", "kind", "timestamp", "trigger", "pre_tokens", "post_tokens", "summary_tokens",
+                    "summary_estimated", "duration_ms", "source_line",
+                ],
+            )  # fmt: skip
+        self.summary.compactions += len(set(objects) - existing)
+        self.touched_sessions |= sessions
 
 
 def _get_or_create(model, defaults=None, **lookup):

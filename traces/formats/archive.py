@@ -119,13 +119,25 @@ def _wanted(name: str) -> bool:
     return base.endswith((".jsonl", ".json", ".ndjson"))
 
 
-def inventory(path: Path, display_name: str, limits: Limits = Limits()) -> Inventory:
+def inventory(
+    path: Path, display_name: str, limits: Limits = Limits(), known_sha256: str | None = None
+) -> Inventory:
+    """`known_sha256` is the whole file's digest, when the caller has it: a plain file is
+    then not read again."""
     kind = sniff_kind(path)
     if kind == "gzip" and _is_gzipped_tar(path):
         kind = "tar"
     result = Inventory(kind=kind)
     budget = [0]
     if kind == "plain":
+        if known_sha256:
+            size = path.stat().st_size
+            if size > limits.max_member_bytes:
+                raise ArchiveError(
+                    f"{display_name}: file exceeds {limits.max_member_bytes:,} bytes"
+                )
+            result.members.append(Member(name=display_name, size=size, sha256=known_sha256))
+            return result
         with open(path, "rb") as handle:
             result.members.append(_hash_stream(handle, display_name, limits, budget))
         return result

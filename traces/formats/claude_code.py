@@ -89,13 +89,18 @@ class _Pending:
 
 
 class ClaudeCodeParser:
-    """Parse one Claude Code transcript file. Iterate `parse(lines)` for records."""
+    """Parse one Claude Code transcript file. Iterate `parse(lines)` for records.
+
+    Handlers append records to `self._out` instead of yielding: a generator per line
+    costs more than the rest of the per-line work on large transcripts.
+    """
 
     def __init__(self, path: str = "", meta: dict | None = None):
         self.path = path
         self.stats = ParseStats()
         self.file_agent_id = agent_id_from_path(path)
         self.meta = meta or {}
+        self._out: list = []
         self._sessions_seen: set[str] = set()
         self._agents_seen: set[tuple[str, str]] = set()
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
@@ -105,6 +110,7 @@ class ClaudeCodeParser:
         self._sidechain_agent: dict[str, str] = {}  # uuid -> agent id (sidechain lines only)
         self._spawn_prompts: dict[str, tuple[str, str, str]] = {}  # prompt -> (tool id, desc, type)
         self._prompts: dict[str, str] = {}  # agent id -> last user prompt text
+        self._timestamps: dict[str, datetime] = {}  # raw timestamp -> parsed (a small cache)
         self._open_compaction: CompactionRecord | None = None
         self._last_session = ""
         self._pending_title = ""  # a summary line before any session id
@@ -112,82 +118,95 @@ class ClaudeCodeParser:
     # --- public ---------------------------------------------------------------
 
     def parse(self, lines: Iterable[bytes]) -> Iterator:
+        out = self._out
+        stats = self.stats
+        loads = orjson.loads
+        pending = self._pending
         for number, raw in enumerate(lines, start=1):
-            self.stats.lines += 1
-            stripped = raw.strip()
-            if not stripped:
-                self.stats.ignored_lines += 1
-                continue
+            stats.lines += 1
             try:
-                entry = orjson.loads(stripped)
+                entry = loads(raw)
             except orjson.JSONDecodeError as exc:
-                self.stats.malformed_lines += 1
+                if not raw.strip():
+                    stats.ignored_lines += 1
+                    continue
+                stats.malformed_lines += 1
                 yield ParseError(number, f"malformed JSON: {exc}")
                 continue
-            if not isinstance(entry, dict):
-                self.stats.malformed_lines += 1
+            if type(entry) is not dict:
+                stats.malformed_lines += 1
                 yield ParseError(number, f"expected a JSON object, got {type(entry).__name__}")
                 continue
-            yield from self._entry(entry, number)
-            yield from self._flush(number)
-        yield from self._flush_all()
+            self._entry(entry, number)
+            if len(pending) > FLUSH_WINDOW:
+                self._flush(number)
+            if out:
+                yield from out
+                out.clear()
+        self._flush_all()
+        yield from out
+        out.clear()
 
     # --- dispatch ---------------------------------------------------------------
 
-    def _entry(self, entry: dict, line: int) -> Iterator:
-        kind = entry.get("type")
-        message = entry.get("message")
-        has_usage = isinstance(message, dict) and isinstance(message.get("usage"), dict)
-        if kind is None and has_usage:
-            kind = "assistant"  # some exporters (and ccusage fixtures) omit the type
-        if not isinstance(kind, str):
+    def _error(self, line: int | None, message: str, *, malformed: bool = True) -> None:
+        if malformed:
             self.stats.malformed_lines += 1
-            yield ParseError(line, f"field 'type' must be a string, got {type(kind).__name__}")
+        else:
+            self.stats.ignored_lines += 1
+        self._out.append(ParseError(line, message))
+
+    def _entry(self, entry: dict, line: int) -> None:
+        kind = entry.get("type")
+        if kind is None:
+            message = entry.get("message")
+            if type(message) is dict and type(message.get("usage")) is dict:
+                kind = "assistant"  # some exporters (and ccusage fixtures) omit the type
+        if type(kind) is not str:
+            self._error(line, f"field 'type' must be a string, got {type(kind).__name__}")
             return
         if kind not in KNOWN_TYPES:
-            self.stats.ignored_lines += 1
-            yield ParseError(line, f"unknown record type {kind!r} (skipped)")
+            self._error(line, f"unknown record type {kind!r} (skipped)", malformed=False)
             return
         session_id = entry.get("sessionId")
-        if session_id is not None and not isinstance(session_id, str):
-            self.stats.malformed_lines += 1
-            yield ParseError(line, "field 'sessionId' must be a string")
+        if session_id is not None and type(session_id) is not str:
+            self._error(line, "field 'sessionId' must be a string")
             return
         if session_id:
-            self._last_session = session_id
-            if session_id not in self._sessions_seen:
-                self._sessions_seen.add(session_id)
-                yield SessionInfo(
-                    harness=HARNESS,
-                    external_id=session_id,
-                    project=str(entry.get("cwd") or ""),
-                    git_branch=str(entry.get("gitBranch") or ""),
-                    harness_version=str(entry.get("version") or ""),
-                    title=self._pending_title,
-                )
-                self._pending_title = ""
-        if kind in {"assistant", "user", "system"}:
-            session_id = session_id or self._last_session
+            if session_id != self._last_session:
+                self._last_session = session_id
+                if session_id not in self._sessions_seen:
+                    self._sessions_seen.add(session_id)
+                    self._out.append(
+                        SessionInfo(
+                            harness=HARNESS,
+                            external_id=session_id,
+                            project=str(entry.get("cwd") or ""),
+                            git_branch=str(entry.get("gitBranch") or ""),
+                            harness_version=str(entry.get("version") or ""),
+                            title=self._pending_title,
+                        )
+                    )
+                    self._pending_title = ""
+        else:
+            session_id = self._last_session
+        if kind == "assistant" or kind == "user" or kind == "system":
             if not session_id:
-                self.stats.malformed_lines += 1
-                yield ParseError(line, f"{kind} record without 'sessionId'")
+                self._error(line, f"{kind} record without 'sessionId'")
                 return
-            agent_id = "main"
-            for item in self._agent_for(entry, session_id):
-                if isinstance(item, str):
-                    agent_id = item
-                else:
-                    yield item
-            handler = {"assistant": self._assistant, "user": self._user, "system": self._system}[
-                kind
-            ]
-            yield from handler(entry, line, session_id, agent_id)
+            agent_id = self._agent_for(entry, session_id)
+            if kind == "assistant":
+                self._assistant(entry, line, session_id, agent_id)
+            elif kind == "user":
+                self._user(entry, line, session_id, agent_id)
+            else:
+                self._system(entry, line, session_id, agent_id)
         elif kind in {"summary", "ai-title", "custom-title"}:
             title = str(
                 entry.get("summary") or entry.get("title") or entry.get("customTitle") or ""
             )[:500]
-            if title and (session_id or self._last_session):
-                yield SessionInfo(HARNESS, session_id or self._last_session, title=title)
+            if title and session_id:
+                self._out.append(SessionInfo(HARNESS, session_id, title=title))
             elif title:
                 self._pending_title = title
             self.stats.ignored_lines += 1
@@ -196,141 +215,140 @@ class ClaudeCodeParser:
 
     # --- agents ---------------------------------------------------------------
 
-    def _agent_for(self, entry: dict, session_id: str) -> Iterator[AgentInfo | str]:
-        """Yield AgentInfo for a newly seen agent, then the agent id (last item)."""
-        sidechain = bool(entry.get("isSidechain"))
-        uuid = entry.get("uuid")
+    def _agent_for(self, entry: dict, session_id: str) -> str:
+        """The line's agent id; announces an AgentInfo the first time an agent is seen."""
+        if not entry.get("isSidechain") and self.file_agent_id is None:
+            return "main"
         if self.file_agent_id:
             agent_id = self.file_agent_id
             if (session_id, agent_id) not in self._agents_seen:
                 self._agents_seen.add((session_id, agent_id))
-                is_compaction = agent_id.startswith("acompact")
-                yield AgentInfo(
-                    harness=HARNESS,
-                    session_id=session_id,
-                    agent_id=agent_id,
-                    kind="compaction" if is_compaction else "subagent",
-                    parent_agent_id="main",
-                    agent_type=str(self.meta.get("agentType") or ""),
-                    description=str(self.meta.get("description") or ""),
-                    spawn_tool_call_id=str(self.meta.get("toolUseId") or ""),
-                    start_kind="unknown",
+                self._out.append(
+                    AgentInfo(
+                        harness=HARNESS,
+                        session_id=session_id,
+                        agent_id=agent_id,
+                        kind="compaction" if agent_id.startswith("acompact") else "subagent",
+                        parent_agent_id="main",
+                        agent_type=str(self.meta.get("agentType") or ""),
+                        description=str(self.meta.get("description") or ""),
+                        spawn_tool_call_id=str(self.meta.get("toolUseId") or ""),
+                        start_kind="unknown",
+                    )
                 )
-        elif sidechain and isinstance(entry.get("agentId"), str) and entry["agentId"]:
-            agent_id = entry["agentId"]
+            return agent_id
+        uuid = entry.get("uuid")
+        named = entry.get("agentId")
+        if type(named) is str and named:
+            agent_id = named
             if (session_id, agent_id) not in self._agents_seen:
                 self._agents_seen.add((session_id, agent_id))
-                yield AgentInfo(HARNESS, session_id, agent_id)
-        elif sidechain:
+                spawn = self._spawn_for(entry)
+                self._out.append(
+                    AgentInfo(
+                        HARNESS,
+                        session_id,
+                        agent_id,
+                        spawn_tool_call_id=spawn[0],
+                        description=spawn[1],
+                        agent_type=spawn[2],
+                        start_kind="unknown",
+                    )
+                )
+        else:
             parent = entry.get("parentUuid")
             agent_id = self._sidechain_agent.get(parent) if parent else None
             if agent_id is None:
                 agent_id = f"side-{uuid or len(self._sidechain_agent)}"
                 spawn = self._spawn_for(entry)
                 self._agents_seen.add((session_id, agent_id))
-                yield AgentInfo(
-                    harness=HARNESS,
-                    session_id=session_id,
-                    agent_id=agent_id,
-                    spawn_tool_call_id=spawn[0],
-                    description=spawn[1],
-                    agent_type=spawn[2],
-                    start_kind="fresh" if spawn[0] else "unknown",
+                self._out.append(
+                    AgentInfo(
+                        harness=HARNESS,
+                        session_id=session_id,
+                        agent_id=agent_id,
+                        spawn_tool_call_id=spawn[0],
+                        description=spawn[1],
+                        agent_type=spawn[2],
+                        start_kind="fresh" if spawn[0] else "unknown",
+                    )
                 )
-        else:
-            agent_id = "main"
-        if sidechain and uuid and not self.file_agent_id:
-            self._sidechain_agent[uuid] = agent_id
-        yield agent_id
+            if uuid:
+                self._sidechain_agent[uuid] = agent_id
+        return agent_id
 
     def _spawn_for(self, entry: dict) -> tuple[str, str, str]:
+        if not self._spawn_prompts:
+            return "", "", ""
         message = entry.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is list:
             content = " ".join(
-                b.get("text", "")
-                for b in content
-                if isinstance(b, dict) and b.get("type") == "text"
+                b.get("text", "") for b in content if type(b) is dict and b.get("type") == "text"
             )
-        if isinstance(content, str):
+        if type(content) is str:
             return self._spawn_prompts.pop(content.strip(), ("", "", ""))
         return "", "", ""
 
     # --- assistant lines ------------------------------------------------------
 
-    def _assistant(self, entry: dict, line: int, session_id: str, agent_id: str) -> Iterator:
+    def _assistant(self, entry: dict, line: int, session_id: str, agent_id: str) -> None:
         message = entry.get("message")
-        if not isinstance(message, dict):
-            self.stats.malformed_lines += 1
-            yield ParseError(line, "assistant record without a 'message' object")
+        if type(message) is not dict:
+            self._error(line, "assistant record without a 'message' object")
             return
         usage = message.get("usage")
-        if not isinstance(usage, dict):
+        if type(usage) is not dict:
             self.stats.ignored_lines += 1
             return
         self.stats.usage_lines += 1
-        counts = {}
+        counts = []
         for name in USAGE_FIELDS:
             value = usage.get(name, 0)
             if value is None:
                 value = 0
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                self.stats.malformed_lines += 1
-                yield ParseError(
+            elif type(value) is not int or value < 0:
+                self._error(
                     line,
                     f"field 'message.usage.{name}' must be a non-negative integer, got {value!r}",
                 )
                 return
-            counts[name] = value
+            counts.append(value)
+        uncached, cache_creation, cache_read, output = counts
         breakdown = usage.get("cache_creation")
-        if isinstance(breakdown, dict):
-            parts = [
-                breakdown.get("ephemeral_5m_input_tokens"),
-                breakdown.get("ephemeral_1h_input_tokens"),
-            ]
-            if all(isinstance(p, int) for p in parts) and sum(parts) > 0:
-                counts["cache_creation_input_tokens"] = sum(parts)
+        if type(breakdown) is dict:
+            five = breakdown.get("ephemeral_5m_input_tokens")
+            hour = breakdown.get("ephemeral_1h_input_tokens")
+            if type(five) is int and type(hour) is int and five + hour > 0:
+                cache_creation = five + hour
         model = message.get("model") or ""
         if model == "<synthetic>":
             self.stats.ignored_lines += 1  # a locally generated error, not an API call
             return
-        timestamp = parse_timestamp(entry.get("timestamp"))
-        if timestamp is None:
-            self.stats.malformed_lines += 1
-            yield ParseError(
-                line, f"field 'timestamp' is missing or not ISO-8601: {entry.get('timestamp')!r}"
-            )
-            return
-        sidechain = bool(entry.get("isSidechain")) or agent_id != "main"
-        key = self._key_for(message, entry, session_id, sidechain, line)
-        context = (
-            counts["input_tokens"]
-            + counts["cache_creation_input_tokens"]
-            + counts["cache_read_input_tokens"]
-        )
+        sidechain = agent_id != "main" or bool(entry.get("isSidechain"))
+        key = self._key_for(message, entry, sidechain, line)
+        context = uncached + cache_creation + cache_read
         pending = self._pending.get(key)
-        if pending is None and key in self._recent_keys:
-            # A late line for a call already emitted: emit it again; the loader keeps the larger.
-            self.stats.duplicates_dropped += 1
         if pending is None:
+            raw_time = entry.get("timestamp")
+            timestamp = self._timestamps.get(raw_time) if type(raw_time) is str else None
+            if timestamp is None:
+                timestamp = parse_timestamp(raw_time)
+                if timestamp is None:
+                    self._error(line, f"field 'timestamp' is missing or not ISO-8601: {raw_time!r}")
+                    return
+                if len(self._timestamps) > 4096:
+                    self._timestamps.clear()
+                self._timestamps[raw_time] = timestamp
+            if key in self._recent_keys:
+                # A late line for a call already emitted: emit it again; the loader keeps the larger.
+                self.stats.duplicates_dropped += 1
             record = CallRecord(
-                harness=HARNESS,
-                session_id=session_id,
-                agent_id=agent_id,
-                key=key,
-                timestamp=timestamp,
-                model=str(model),
-                input_tokens=counts["input_tokens"],
-                cache_creation_tokens=counts["cache_creation_input_tokens"],
-                cache_read_tokens=counts["cache_read_input_tokens"],
-                output_tokens=counts["output_tokens"],
-                reasoning_tokens=0,
-                context_tokens=context,
-                line=line,
-                is_sidechain=sidechain,
-            )
+                HARNESS, session_id, agent_id, key, timestamp, str(model), uncached, cache_creation,
+                cache_read, output, 0, context, line, sidechain,
+            )  # fmt: skip
             pending = _Pending(record, sidechain, line)
-            prompt = self._prompts.pop(agent_id, None)
+            prompt = self._prompts.pop(agent_id, None) if self._prompts else None
             if prompt:
                 record.text["prompt"] = prompt
             self._pending[key] = pending
@@ -339,134 +357,149 @@ class ClaudeCodeParser:
             self._pending.move_to_end(key)
             pending.last_line = line
             record = pending.record
-            replace = (pending.sidechain and not sidechain) or (
-                pending.sidechain == sidechain and counts["output_tokens"] >= record.output_tokens
-            )
-            if replace:
+            if (pending.sidechain and not sidechain) or (
+                pending.sidechain == sidechain and output >= record.output_tokens
+            ):
                 record.model = str(model) or record.model
-                record.input_tokens = counts["input_tokens"]
-                record.cache_creation_tokens = counts["cache_creation_input_tokens"]
-                record.cache_read_tokens = counts["cache_read_input_tokens"]
-                record.output_tokens = counts["output_tokens"]
+                record.input_tokens = uncached
+                record.cache_creation_tokens = cache_creation
+                record.cache_read_tokens = cache_read
+                record.output_tokens = output
                 record.context_tokens = context
                 record.is_sidechain = sidechain
                 pending.sidechain = sidechain
-        self._merge_blocks(pending, message.get("content"), key, agent_id)
+        content = message.get("content")
+        if content:
+            self._merge_blocks(pending, content, key, agent_id)
 
-    def _key_for(
-        self, message: dict, entry: dict, session_id: str, sidechain: bool, line: int
-    ) -> str:
+    def _key_for(self, message: dict, entry: dict, sidechain: bool, line: int) -> str:
         message_id = message.get("id")
-        request_id = entry.get("requestId")
-        if not isinstance(message_id, str) or not message_id:
+        if type(message_id) is not str or not message_id:
             return f"line:{line}"
-        key = (
-            f"{message_id}:{request_id}"
-            if isinstance(request_id, str) and request_id
-            else message_id
-        )
+        request_id = entry.get("requestId")
+        key = f"{message_id}:{request_id}" if type(request_id) is str and request_id else message_id
         known = self._msgid_to_key.get(message_id)
-        if known and known != key:
+        if known is None:
+            self._msgid_to_key[message_id] = key
+            if len(self._msgid_to_key) > RECENT_KEYS:
+                self._msgid_to_key.pop(next(iter(self._msgid_to_key)))
+        elif known != key:
             other = self._pending.get(known)
             # /btw side questions replay a message under another requestId: same call.
             if sidechain or (other is not None and other.sidechain):
                 return known
-        self._msgid_to_key[message_id] = key
-        if len(self._msgid_to_key) > RECENT_KEYS:
-            self._msgid_to_key.pop(next(iter(self._msgid_to_key)))
+            self._msgid_to_key[message_id] = key
         return key
 
     def _merge_blocks(self, pending: _Pending, content, key: str, agent_id: str) -> None:
-        if isinstance(content, str):
+        if type(content) is str:
             content = [{"type": "text", "text": content}]
-        if not isinstance(content, list):
+        elif type(content) is not list:
             return
+        blocks = pending.blocks
+        seen = pending.block_keys
         for block in content:
-            if not isinstance(block, dict):
+            if type(block) is not dict:
                 continue
             kind = block.get("type")
-            marker = (kind, block.get("id") or block.get("text") or block.get("thinking"))
-            if marker in pending.block_keys:
-                continue
-            pending.block_keys.add(marker)
             if kind == "text":
-                pending.blocks.append({"type": "text", "text": str(block.get("text", ""))})
-            elif kind == "thinking":
-                pending.blocks.append({"type": "thinking", "text": str(block.get("thinking", ""))})
+                text = block.get("text")
+                marker = ("text", text)
+                if marker not in seen:
+                    seen.add(marker)
+                    blocks.append(
+                        {"type": "text", "text": text if type(text) is str else str(text or "")}
+                    )
             elif kind == "tool_use":
+                tool_id = str(block.get("id") or "")
+                marker = ("tool_use", tool_id or len(blocks))
+                if marker in seen:
+                    continue
+                seen.add(marker)
                 name = str(block.get("name") or "")
                 tool_input = block.get("input")
-                tool_id = str(block.get("id") or "")
-                pending.blocks.append(
+                blocks.append(
                     {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
                 )
                 token, touches = signature_and_touches(name, tool_input)
                 pending.record.signature.append(token)
-                pending.record.touches.extend(touches)
+                if touches:
+                    pending.record.touches.extend(touches)
                 if tool_id:
                     pending.open_tools.add(tool_id)
                     self._tool_owner[tool_id] = key
-                if name in SPAWN_TOOLS and agent_id == "main" and isinstance(tool_input, dict):
+                if name in SPAWN_TOOLS and agent_id == "main" and type(tool_input) is dict:
                     prompt = tool_input.get("prompt")
-                    if isinstance(prompt, str) and prompt.strip():
+                    if type(prompt) is str and prompt.strip():
                         self._spawn_prompts[prompt.strip()] = (
                             tool_id,
                             str(tool_input.get("description") or ""),
                             str(tool_input.get("subagent_type") or ""),
                         )
+            elif kind == "thinking":
+                text = block.get("thinking")
+                marker = ("thinking", text)
+                if marker not in seen:
+                    seen.add(marker)
+                    blocks.append({"type": "thinking", "text": str(text or "")})
 
     # --- user and system lines ------------------------------------------------
 
-    def _user(self, entry: dict, line: int, session_id: str, agent_id: str) -> Iterator:
+    def _user(self, entry: dict, line: int, session_id: str, agent_id: str) -> None:
         message = entry.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
+        content = message.get("content") if type(message) is dict else None
         if entry.get("isCompactSummary"):
-            text = content if isinstance(content, str) else _text_of(content)
-            yield from self._compact_summary(entry, line, text, session_id, agent_id)
+            text = content if type(content) is str else _text_of(content)
+            self._compact_summary(entry, line, text, session_id, agent_id)
             return
         self.stats.ignored_lines += 1
-        if isinstance(content, list):
+        prompt = ""
+        if type(content) is list:
+            texts = []
             for block in content:
-                if isinstance(block, dict) and block.get("type") == "tool_result":
-                    self._attach_result(block)
-            prompt = _text_of(
-                [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
-            )
-        else:
-            prompt = content if isinstance(content, str) else ""
+                if type(block) is dict:
+                    kind = block.get("type")
+                    if kind == "tool_result":
+                        self._attach_result(block)
+                    elif kind == "text":
+                        texts.append(block)
+            if texts:
+                prompt = _text_of(texts)
+        elif type(content) is str:
+            prompt = content
         if prompt and not entry.get("isMeta"):
             self._prompts[agent_id] = prompt[:MAX_RESULT_CHARS]
 
     def _attach_result(self, block: dict) -> None:
         tool_id = block.get("tool_use_id")
-        key = self._tool_owner.pop(tool_id, None) if isinstance(tool_id, str) else None
+        key = self._tool_owner.pop(tool_id, None) if type(tool_id) is str else None
         pending = self._pending.get(key) if key else None
         if pending is None:
             return
         raw = block.get("content")
-        text = raw if isinstance(raw, str) else _text_of(raw)
-        results = pending.record.text.setdefault("results", {})
+        text = raw if type(raw) is str else _text_of(raw)
+        results = pending.record.text.get("results")
+        if results is None:
+            results = pending.record.text["results"] = {}
         results[tool_id] = {
-            "content": text[:MAX_RESULT_CHARS],
+            "content": text[:MAX_RESULT_CHARS] if len(text) > MAX_RESULT_CHARS else text,
             "is_error": bool(block.get("is_error")),
             "truncated_chars": max(0, len(text) - MAX_RESULT_CHARS),
         }
         pending.open_tools.discard(tool_id)
 
-    def _system(self, entry: dict, line: int, session_id: str, agent_id: str) -> Iterator:
+    def _system(self, entry: dict, line: int, session_id: str, agent_id: str) -> None:
         subtype = entry.get("subtype")
-        if subtype not in {"compact_boundary", "microcompact_boundary"}:
+        if subtype != "compact_boundary" and subtype != "microcompact_boundary":
             self.stats.ignored_lines += 1
             return
         if self._open_compaction is not None:
-            yield self._open_compaction
+            self._out.append(self._open_compaction)
         micro = subtype == "microcompact_boundary"
         meta = entry.get("microcompactMetadata" if micro else "compactMetadata")
-        if not isinstance(meta, dict):
+        if type(meta) is not dict:
             meta = (
-                entry.get("compact_metadata")
-                if isinstance(entry.get("compact_metadata"), dict)
-                else {}
+                entry.get("compact_metadata") if type(entry.get("compact_metadata")) is dict else {}
             )
         trigger = meta.get("trigger")
         self.stats.records += 1
@@ -486,7 +519,7 @@ class ClaudeCodeParser:
 
     def _compact_summary(
         self, entry: dict, line: int, text: str, session_id: str, agent_id: str
-    ) -> Iterator:
+    ) -> None:
         compaction = self._open_compaction
         if compaction is None:
             # Old builds wrote only the summary message: the boundary is implied.
@@ -503,26 +536,25 @@ class ClaudeCodeParser:
             compaction.summary_tokens = estimate_tokens(text)
             compaction.summary_estimated = True
         self._open_compaction = None
-        yield compaction
+        self._out.append(compaction)
 
     # --- flushing -----------------------------------------------------------------
 
-    def _flush(self, line: int) -> Iterator[CallRecord]:
-        if len(self._pending) <= FLUSH_WINDOW:
-            return
-        for key in list(self._pending):
-            if len(self._pending) <= FLUSH_WINDOW:
+    def _flush(self, line: int) -> None:
+        pending = self._pending
+        for key in list(pending):
+            if len(pending) <= FLUSH_WINDOW:
                 break
-            pending = self._pending[key]
-            if pending.open_tools and line - pending.first_line < WAIT_WINDOW_LINES:
+            item = pending[key]
+            if item.open_tools and line - item.first_line < WAIT_WINDOW_LINES:
                 continue
-            yield self._emit(key)
+            self._out.append(self._emit(key))
 
-    def _flush_all(self) -> Iterator:
+    def _flush_all(self) -> None:
         for key in list(self._pending):
-            yield self._emit(key)
+            self._out.append(self._emit(key))
         if self._open_compaction is not None:
-            yield self._open_compaction
+            self._out.append(self._open_compaction)
             self._open_compaction = None
 
     def _emit(self, key: str) -> CallRecord:

@@ -35,14 +35,25 @@ _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
 _ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
+def _words(segment: str) -> list[str]:
+    if "'" not in segment and '"' not in segment and "\\" not in segment:
+        return segment.split()  # the common case; shlex is slow
+    try:
+        return shlex.split(segment, posix=True)
+    except ValueError:
+        return segment.split()
+
+
+_SEPARATORS = re.compile(r"&&|\|\||;|\|")
+_READ_SEPARATORS = re.compile(r"&&|\|\||;")
+
+
 def command_head(command: str) -> str:
     """'cd x && FOO=1 pytest -q' -> 'pytest'; 'git push origin' -> 'git-push'."""
-    for segment in re.split(r"&&|\|\||;|\|", command):
-        try:
-            words = shlex.split(segment, posix=True)
-        except ValueError:
-            words = segment.split()
-        words = [w for w in words if not _ENV_ASSIGNMENT.match(w)]
+    for segment in _SEPARATORS.split(command):
+        words = _words(segment)
+        if "=" in segment:
+            words = [w for w in words if not _ENV_ASSIGNMENT.match(w)]
         while words and words[0] in {"sudo", "env", "time", "nohup", "exec"}:
             words = words[1:]
         if not words or words[0] in {"cd", "export", "source", ".", "set", "echo", "true"}:
@@ -59,11 +70,8 @@ def command_head(command: str) -> str:
 def shell_reads(command: str) -> list[str]:
     """File paths a simple shell read (`cat f`, `sed -n '1,80p' f`, `head f`) touches."""
     paths: list[str] = []
-    for segment in re.split(r"&&|\|\||;", command):
-        try:
-            words = shlex.split(segment, posix=True)
-        except ValueError:
-            continue
+    for segment in _READ_SEPARATORS.split(command):
+        words = _words(segment)
         if not words or words[0].rsplit("/", 1)[-1] not in _SHELL_READERS:
             continue
         for word in words[1:]:
@@ -101,12 +109,12 @@ def signature_and_touches(name: str, tool_input) -> tuple[str, list[tuple[str, s
             patch = tool_input.get("input") or tool_input.get("patch") or patch
         touches.extend(("edit", path.strip()) for path in _PATCH_FILE.findall(patch or ""))
         return "Edit", touches
-    if isinstance(tool_input, dict):
-        path = next((tool_input[k] for k in PATH_KEYS if isinstance(tool_input.get(k), str)), None)
-        if path and name in READ_TOOLS:
-            touches.append(("read", path))
-        elif path and name in EDIT_TOOLS:
-            touches.append(("edit", path))
+    if (name in READ_TOOLS or name in EDIT_TOOLS) and isinstance(tool_input, dict):
+        for key in PATH_KEYS:
+            path = tool_input.get(key)
+            if isinstance(path, str) and path:
+                touches.append(("read" if name in READ_TOOLS else "edit", path))
+                break
     if name.startswith("mcp__"):
         parts = name.split("__")
         return f"mcp:{parts[1] if len(parts) > 1 else ''}:{parts[-1]}", touches

@@ -24,10 +24,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
         parser.add_argument(
+            "--workers", type=int, default=1, help="Ingest files in this many processes (default 1)."
+        )
+        parser.add_argument(
             "--json", action="store_true", help="Print one JSON summary and nothing else."
         )
 
-    def handle(self, *args, paths, workspace, format, json: bool, **options):
+    def handle(self, *args, paths, workspace, format, json: bool, workers: int, **options):
         target = self._workspace(workspace)
         progress = None
         task = None
@@ -49,7 +52,11 @@ class Command(BaseCommand):
 
         try:
             summary = ingest_paths(
-                workspace=target, paths=paths, fmt=format, on_progress=on_progress
+                workspace=target,
+                paths=paths,
+                fmt=format,
+                workers=max(1, workers),
+                on_progress=on_progress,
             )
         except InputError as exc:
             raise CommandError(str(exc)) from exc
