@@ -36,6 +36,7 @@ def stratum_axis(strata) -> dict:
         "ticktext": [format_tokens(s) for s in strata],
         "title": {"text": "context tokens (log scale)"},
         "showgrid": True,
+        "tickangle": 0,
     }
 
 
@@ -125,7 +126,9 @@ def _mark(fig: go.Figure, kind: str, tokens: int, where: dict, *, annotate: bool
     if annotate:
         options = {
             "annotation_text": f"{style['label']} {format_tokens(tokens)}",
-            "annotation_position": "bottom left" if kind in ("knee", "limit") else "top left",
+            "annotation_position": {"knee": "bottom left", "limit": "top right"}.get(
+                kind, "top left"
+            ),
             "annotation_font": {"size": 10, "color": style["color"]},
         }
     fig.add_vline(

@@ -11,6 +11,7 @@ from django.db.models import Count, Max, Q, QuerySet
 from django.http import Http404
 
 from governance.models import Job, JobStatus
+from qualification.analysis.limits import RESERVE_ACTIONS
 from qualification.analysis.sweep import AnalysisParams, trials_frame
 from qualification.models import (
     AssemblyAudit,
@@ -28,6 +29,7 @@ def qualifications_for(*, workspace) -> QuerySet[Qualification]:
         Qualification.objects.filter(workspace=workspace)
         .select_related("configuration", "workload", "supersedes", "created_by")
         .annotate(trial_count=Count("trials"))
+        .order_by("-created_at", "-id")
     )
 
 
@@ -260,6 +262,13 @@ def limit_changes(*, limit: OperatingLimit) -> list[tuple[str, object, object]]:
                 if old.get(key) != new.get(key):
                     changes.append((f"{label}: {key}", old.get(key), new.get(key)))
         elif before != after:
+            if name == "configuration_fingerprint":
+                before, after = f"{before[:12]}…", f"{after[:12]}…"
+            elif name == "reserve_action":
+                before, after = (
+                    RESERVE_ACTIONS.get(before, before),
+                    RESERVE_ACTIONS.get(after, after),
+                )
             changes.append((label, before, after))
     return changes
 

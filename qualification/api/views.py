@@ -67,9 +67,11 @@ class JsonLinesParser(PlainTextParser):
 class QualificationViewSet(WorkspaceViewSet):
     """Context-size sweeps: a pinned configuration on a workload against a pre-registered θ."""
 
-    queryset = Qualification.objects.select_related(
-        "configuration", "workload", "created_by"
-    ).annotate(trial_count=Count("trials"))
+    queryset = (
+        Qualification.objects.select_related("configuration", "workload", "created_by")
+        .annotate(trial_count=Count("trials"))
+        .order_by("-created_at", "-id")  # Meta.ordering is not applied to GROUP BY queries
+    )
     serializer_class = serializers.QualificationSerializer
     filterset_class = filters.QualificationFilter
     ordering_fields = ["created_at", "name"]

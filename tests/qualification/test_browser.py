@@ -99,6 +99,7 @@ def test_budget_check_updates_in_place(page, login, members, loaded_qualificatio
         "over" in verdict.inner_text()
         and "retrieved_files 9,500 exceeds its limit of 8,000" in verdict.inner_text()
     )
+    assert "ticket-77" in page.locator("#recent-checks").inner_text()  # updated out of band
     screenshot("budget-check")
     audit = AssemblyAudit.objects.get()
     assert (audit.total, audit.run_ref, audit.verdict) == (11300, "ticket-77", "over")

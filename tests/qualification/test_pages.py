@@ -9,6 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from governance.models import Job
+from governance.services import job_run
 from qualification import services
 from qualification.models import AssemblyAudit, OperatingLimit, Qualification
 from tests.qualification.conftest import to_csv
@@ -205,6 +206,7 @@ def test_budget_check_form_records_an_audit(client_for, loaded_qualification, me
     body = response.content.decode()
     assert 'id="check-section"' in body and "<html" not in body  # just the region for htmx
     assert "14,000</strong> of 12,000" in body
+    assert 'id="recent-checks" hx-swap-oob="true"' in body and "r-9" in body  # the list updates too
     audit = AssemblyAudit.objects.get()
     assert audit.verdict == "over" and audit.source == "web"
     assert audit.omissions == [
@@ -234,3 +236,21 @@ def test_csv_downloads(client_for, loaded_qualification):
 def test_dashboard_card(client_for, loaded_qualification):
     page = client_for("viewer").get("/w/team-a/").content.decode()
     assert "Requalification due" in page and "Qualifications" in page
+
+
+def test_analysis_region_polls_until_the_job_finishes(client_for, loaded_qualification):
+    Qualification.objects.filter(pk=loaded_qualification.pk).update(data_version=2)
+    client = client_for("viewer")
+    url = f"{BASE}/sweeps/{loaded_qualification.pk}/?region=analysis"
+    # The new version's analysis is queued (not run yet): the region shows progress and polls,
+    # and the previous version's results stay visible, marked as such.
+    pending = client.get(url, HTTP_HX_REQUEST="true")
+    body = pending.content.decode()
+    assert pending.status_code == 200 and 'hx-trigger="every 1s"' in body
+    assert "Analysing…" in body and "Showing the analysis of trial version 1" in body
+    job = Job.objects.filter(kind="qualification_analysis").latest("pk")
+    assert job.params == {"qualification_id": loaded_qualification.pk, "data_version": 2}
+    job_run(job_id=job.pk, work=services.qualification_analysis_run)  # what the worker does
+    done = client.get(url, HTTP_HX_REQUEST="true")
+    assert done.status_code == 286  # htmx stops polling
+    assert "hx-trigger" not in done.content.decode() and "Analysing…" not in done.content.decode()
