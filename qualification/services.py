@@ -509,7 +509,15 @@ def trial_upload_process(job: Job, reporter: JobReporter) -> None:
         for entry in errors:
             label = f"{entry['field']}: " if entry.get("field") else ""
             reporter.error(f"{label}{entry['error']}", file=name, line=entry["line"])
-        TrialUpload.objects.filter(pk=upload.pk).update(status=TrialUpload.Status.REJECTED)
+        with transaction.atomic():
+            TrialUpload.objects.filter(pk=upload.pk).update(status=TrialUpload.Status.REJECTED)
+            audit_record(
+                workspace=qualification.workspace,
+                actor=job.created_by,
+                action="trial_upload.reject",
+                obj=upload,
+                data={"problems": len(errors), "first": errors[0]},
+            )
         raise InputError(
             f"{name}: {len(errors)} problem{'s' if len(errors) != 1 else ''} found; nothing was "
             "saved. Fix the lines listed and upload the file again."
@@ -940,6 +948,13 @@ def operating_limit_propose(
 ) -> OperatingLimit:
     """A proposed limit from a qualification's analysis: its proposed production limit as the
     maximum context, a quarter of it held in reserve, and the numbers that justify it."""
+    if qualification.status == QualificationStatus.SUPERSEDED:
+        successor = getattr(qualification, "superseded_by", None)
+        raise Conflict(
+            f"{qualification.name} is superseded"
+            + (f" by #{successor.pk} {successor.name}" if successor else "")
+            + "; propose limits from the latest qualification."
+        )
     analysis = qualification_analyse(qualification=qualification)
     result = analysis.result
     values = dict(values or {})

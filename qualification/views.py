@@ -217,6 +217,7 @@ def qualification_context(request, qualification, **extra) -> dict:
 
 class QualificationUploadView(WorkspaceTemplateView):
     template_name = "qualification/qualification_detail.html"
+    http_method_names = ["post"]
 
     def post(self, request, *args, **kwargs):
         qualification = selectors.qualification_get(workspace=self.workspace, pk=kwargs["pk"])
@@ -251,6 +252,7 @@ class QualificationAnalyseView(WorkspaceTemplateView):
     """Queue the analysis of the current trials (a cached computation: viewers may ask)."""
 
     write_role = Role.VIEWER
+    http_method_names = ["post"]
 
     def post(self, request, *args, **kwargs):
         qualification = selectors.qualification_get(workspace=self.workspace, pk=kwargs["pk"])
@@ -259,6 +261,8 @@ class QualificationAnalyseView(WorkspaceTemplateView):
 
 
 class QualificationLockView(WorkspaceTemplateView):
+    http_method_names = ["post"]
+
     def post(self, request, *args, **kwargs):
         qualification = selectors.qualification_get(workspace=self.workspace, pk=kwargs["pk"])
         services.qualification_lock(qualification=qualification, actor=request.user)
@@ -585,6 +589,7 @@ class LimitDetailView(WorkspaceTemplateView):
 
 class LimitApproveView(WorkspaceTemplateView):
     template_name = "qualification/limit_detail.html"
+    http_method_names = ["post"]
     write_role = Role.REVIEWER
 
     def post(self, request, *args, **kwargs):
@@ -604,6 +609,8 @@ class LimitApproveView(WorkspaceTemplateView):
 
 
 class LimitWithdrawView(WorkspaceTemplateView):
+    http_method_names = ["post"]
+
     def post(self, request, *args, **kwargs):
         limit = selectors.operating_limit_get(workspace=self.workspace, pk=kwargs["pk"])
         try:
@@ -619,6 +626,7 @@ class LimitCheckView(WorkspaceTemplateView):
     """Run a budget check from the page; it is kept as an assembly audit like an API check."""
 
     template_name = "qualification/limit_detail.html"
+    http_method_names = ["post"]
 
     def post(self, request, *args, **kwargs):
         limit = selectors.operating_limit_get(workspace=self.workspace, pk=kwargs["pk"])

@@ -70,6 +70,7 @@ def test_viewers_cannot_create_or_upload(client_for, make_qualification):
         == 403
     )
     assert viewer.get(f"{BASE}/sweeps/{qualification.pk}/propose-limit/").status_code == 403
+    assert viewer.get(f"{BASE}/sweeps/{qualification.pk}/analyse/").status_code == 405
 
 
 def test_detail_shows_the_numbers_with_their_uncertainty(client_for, loaded_qualification):

@@ -186,6 +186,9 @@ def test_bad_uploads_fail_with_line_numbers_and_save_nothing(
     qualification.refresh_from_db()
     assert qualification.data_version == 0
     assert upload.file.size > 0  # the rejected batch is kept as evidence
+    assert AuditEvent.objects.filter(
+        action="trial_upload.reject", object_id=str(upload.pk)
+    ).exists()
 
 
 def test_duplicates_against_stored_trials_name_the_earlier_upload(
@@ -362,6 +365,8 @@ def test_requalification_due_when_the_latest_fingerprint_differs(
     )  # fmt: skip
     status = selectors.requalification_status(limit=limit)
     assert status.due and status.latest == newer
+    with pytest.raises(Conflict, match="superseded by #.* propose limits from the latest"):
+        propose(Qualification.objects.get(pk=loaded_qualification.pk), members["editor"])
     assert status.changes == [("harness_version", "h1", "h2")]
     assert selectors.requalification_due_count(workspace=limit.workspace) == 1
 
