@@ -365,7 +365,7 @@ def test_requalification_due_when_the_latest_fingerprint_differs(
     )  # fmt: skip
     status = selectors.requalification_status(limit=limit)
     assert status.due and status.latest == newer
-    with pytest.raises(Conflict, match="superseded by #.* propose limits from the latest"):
+    with pytest.raises(Conflict, match=r"superseded by #\d+ .*; propose limits from the latest"):
         propose(Qualification.objects.get(pk=loaded_qualification.pk), members["editor"])
     assert status.changes == [("harness_version", "h1", "h2")]
     assert selectors.requalification_due_count(workspace=limit.workspace) == 1
