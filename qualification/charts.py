@@ -126,9 +126,7 @@ def _mark(fig: go.Figure, kind: str, tokens: int, where: dict, *, annotate: bool
     if annotate:
         options = {
             "annotation_text": f"{style['label']} {format_tokens(tokens)}",
-            "annotation_position": {"knee": "bottom left", "limit": "top right"}.get(
-                kind, "top left"
-            ),
+            "annotation_position": {"knee": "bottom left", "limit": "right"}.get(kind, "top left"),
             "annotation_font": {"size": 10, "color": style["color"]},
         }
     fig.add_vline(
@@ -385,6 +383,35 @@ def allocation_figure(allocation: dict, source_limits: dict, *, total_limit: int
             },
             yaxis={"autorange": "reversed"},
             margin={"l": 140, "r": 20, "t": 20, "b": 60},
+        )
+    )
+    return figure_dict(fig)
+
+
+def failure_figure(rows: list[dict], labels: dict[str, str]) -> dict | None:
+    """Failed trials by stratum, stacked by failure class: what breaks as context grows."""
+    if not any(r["failure_class"] for r in rows):
+        return None
+    strata = sorted({r["stratum_tokens"] for r in rows})
+    classes = sorted({r["failure_class"] for r in rows}, key=lambda c: (c == "", c))
+    counts = {(r["stratum_tokens"], r["failure_class"]): r["n"] for r in rows}
+    fig = go.Figure()
+    for index, name in enumerate(classes):
+        fig.add_trace(
+            go.Bar(
+                x=[format_tokens(s) for s in strata],
+                y=[counts.get((s, name), 0) for s in strata],
+                name=labels.get(name, name) if name else "not classified",
+                marker={"color": "#d1d5db" if not name else PALETTE[index % len(PALETTE)]},
+                hovertemplate="%{x}: %{y} failed trials<extra>%{fullData.name}</extra>",
+            )
+        )
+    fig.update_layout(
+        **base_layout(
+            barmode="stack",
+            height=360,
+            xaxis={"title": {"text": "context tokens"}, "type": "category"},
+            yaxis={"title": {"text": "failed trials"}},
         )
     )
     return figure_dict(fig)

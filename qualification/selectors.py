@@ -72,6 +72,18 @@ def trial_summary(*, qualification: Qualification) -> dict:
     return summary
 
 
+def failure_classes(*, qualification: Qualification) -> list[dict]:
+    """Failed trials by stratum and failure class ('' = not classified), all families."""
+    return list(
+        Trial.objects.filter(
+            workspace=qualification.workspace, qualification=qualification, task_correct=False
+        )
+        .values("stratum_tokens", "failure_class")
+        .annotate(n=Count("id"))
+        .order_by("stratum_tokens", "failure_class")
+    )
+
+
 def trial_frame(*, qualification: Qualification) -> pd.DataFrame:
     """The columns analysis needs, straight from the database (no ORM objects)."""
     rows = Trial.objects.filter(

@@ -21,6 +21,7 @@ from qualification import charts, filters, forms, selectors, services
 from qualification.analysis.limits import RESERVE_ACTIONS, SOURCE_SUGGESTIONS
 from qualification.analysis.refusals import RULE_TITLES
 from qualification.analysis.sweep import requalification_shifts
+from qualification.formats.trials import FAILURE_CLASSES
 from qualification.models import LimitStatus, QualificationAnalysis
 
 
@@ -185,6 +186,9 @@ def qualification_context(request, qualification, **extra) -> dict:
             "outcomes": charts.outcomes_figure(result),
             "cost": charts.cost_figure(result),
             "probability": charts.ecl_probability_figure(result),
+            "failures": charts.failure_figure(
+                selectors.failure_classes(qualification=qualification), FAILURE_CLASSES
+            ),
         }
     return dict(
         qualification=qualification,

@@ -255,3 +255,19 @@ def test_analysis_region_polls_until_the_job_finishes(client_for, loaded_qualifi
     done = client.get(url, HTTP_HX_REQUEST="true")
     assert done.status_code == 286  # htmx stops polling
     assert "hx-trigger" not in done.content.decode() and "Analysing…" not in done.content.decode()
+
+
+def test_trial_list_filters_and_lock(client_for, loaded_qualification):
+    viewer, editor = client_for("viewer"), client_for("editor")
+    url = f"{BASE}/sweeps/{loaded_qualification.pk}/trials/"
+    page = viewer.get(url + "?family=retrieval&stratum=8000&task_correct=false").content.decode()
+    failing = loaded_qualification.trials.filter(
+        task__family__key="retrieval", stratum_tokens=8000, task_correct=False
+    ).count()
+    assert f"{failing} in all" in page and "code_change" not in page.split("<tbody>")[1]
+    assert viewer.post(f"{BASE}/sweeps/{loaded_qualification.pk}/lock/").status_code == 403
+    assert editor.post(f"{BASE}/sweeps/{loaded_qualification.pk}/lock/").status_code == 302
+    loaded_qualification.refresh_from_db()
+    assert loaded_qualification.status == "locked" and loaded_qualification.locked_at
+    detail = editor.get(f"{BASE}/sweeps/{loaded_qualification.pk}/").content.decode()
+    assert "takes no more trials" in detail and "Upload trials</button>" not in detail
