@@ -1,11 +1,14 @@
-"""seed_demo adds a realistic sweep and a requalification, and running it twice adds nothing."""
+"""The qualification part of seed_demo adds a realistic sweep and a requalification, and
+running it twice adds nothing. (It runs this app's `seed` the way seed_demo does, so another
+app's demo cannot mask a failure here.)"""
 
 import io
 
 import pytest
-from django.core.management import call_command
 
-from qualification import selectors
+from governance.management.commands.seed_demo import DEMO_USERS
+from governance.services import membership_set, user_get_or_create, workspace_create
+from qualification import demo, selectors
 from qualification.models import (
     AssemblyAudit,
     OperatingLimit,
@@ -24,8 +27,17 @@ def counts():
     ]
 
 
-def test_seed_demo_is_realistic_and_idempotent():
-    call_command("seed_demo", stdout=io.StringIO())
+def seed(workspace, users):
+    demo.seed(workspace=workspace, users=users, stdout=io.StringIO())
+
+
+def test_demo_seed_is_realistic_and_idempotent():
+    workspace = workspace_create(slug="demo", name="Demo team")
+    users = {}
+    for username, (role, password) in DEMO_USERS.items():
+        users[username] = user_get_or_create(username=username, password=password)
+        membership_set(workspace=workspace, user=users[username], role=role)
+    seed(workspace, users)
     first = counts()
     assert first == [2, 12000, 2, 2, 6]
     original, requalified = Qualification.objects.order_by("pk")
@@ -34,10 +46,13 @@ def test_seed_demo_is_realistic_and_idempotent():
     result = selectors.analysis_current(qualification=original).result
     assert result["status"] == "ok" and len(result["families"]) == 5
     assert {len(f["strata"]) for f in result["families"]} == {6}
+    assert {f["tasks"] for f in result["families"]} == {40}
     assert result["proposed_limit_tokens"] == 32000
+    later = selectors.analysis_current(qualification=requalified).result
+    assert later["proposed_limit_tokens"] == 16000
     assert (
-        selectors.analysis_current(qualification=requalified).result["proposed_limit_tokens"]
-        == 16000
+        Trial.objects.exclude(failure_class="").count()
+        == Trial.objects.filter(task_correct=False).count()
     )
     active, successor = OperatingLimit.objects.order_by("pk")
     assert active.status == "approved" and successor.status == "proposed"
@@ -46,5 +61,5 @@ def test_seed_demo_is_realistic_and_idempotent():
     assert selectors.requalification_status(limit=active).due
     assert {a.verdict for a in AssemblyAudit.objects.all()} == {"within", "over"}
 
-    call_command("seed_demo", stdout=io.StringIO())
+    seed(workspace, users)
     assert counts() == first
