@@ -1,6 +1,10 @@
 """Recompute what depends on a session's whole call sequence: order, runs, compaction
 sizes, file touches, agent and session totals. Runs under a row lock on the session so
-that two workers finishing files of the same session do not interleave."""
+that two workers finishing files of the same session do not interleave.
+
+Runs keep their ids across re-derivation (they are upserted by agent and index), because
+specifications and annotations link to them; file touches are rebuilt.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from collections import Counter
 from django.db import connection, transaction
 
 from traces.analysis.segments import CallRow, CompactionRow, derive_session
-from traces.models import Agent, AgentKind, Call, Compaction, FileTouch, Run, Session
+from traces.models import Agent, AgentKind, Compaction, FileTouch, Run, Session
 
 REINDEX_SQL = """
 UPDATE traces_call SET session_index = ordered.session_index, agent_index = ordered.agent_index
@@ -24,6 +28,25 @@ FROM (
 WHERE traces_call.id = ordered.id
   AND (traces_call.session_index != ordered.session_index OR traces_call.agent_index != ordered.agent_index)
 """
+CALLS_SQL = """
+SELECT id, agent_id, session_index, timestamp, context_tokens, input_tokens, cache_creation_tokens,
+       cache_read_tokens, output_tokens, tool_names, touches, model
+FROM traces_call WHERE session_id = %s ORDER BY session_index
+"""
+RUN_FIELDS = [
+    "started_by", "first_call_index", "last_call_index", "call_count", "max_context", "median_context",
+    "task_type", "task_type_reason", "started_at", "ended_at",
+]  # fmt: skip
+TOUCH_COLUMNS = (
+    "workspace_id",
+    "session_id",
+    "agent_id",
+    "run_index",
+    "call_index",
+    "path",
+    "mode",
+    "token_position",
+)
 
 
 def session_derive(*, session_id: int) -> None:
@@ -33,24 +56,8 @@ def session_derive(*, session_id: int) -> None:
             return
         with connection.cursor() as cursor:
             cursor.execute(REINDEX_SQL, [session_id])
-        rows = list(
-            Call.objects.filter(session_id=session_id)
-            .order_by("session_index")
-            .values_list(
-                "id",
-                "agent_id",
-                "session_index",
-                "timestamp",
-                "context_tokens",
-                "input_tokens",
-                "cache_creation_tokens",
-                "cache_read_tokens",
-                "output_tokens",
-                "tool_names",
-                "touches",
-                "model",
-            )
-        )
+            cursor.execute(CALLS_SQL, [session_id])
+            rows = cursor.fetchall()
         calls = [
             CallRow(pk, agent, index, ts, ctx, i + cc + cr + out, sig, touches)
             for pk, agent, index, ts, ctx, i, cc, cr, out, sig, touches, _model in rows
@@ -60,108 +67,65 @@ def session_derive(*, session_id: int) -> None:
                 "id", "agent_id", "timestamp", "kind", "pre_tokens", "post_tokens"
             )
         )
-        compaction_kinds = [row[3] for row in compaction_rows]
-        compactions = [
-            CompactionRow(pk, agent, ts, kind, pre, post)
-            for pk, agent, ts, kind, pre, post in compaction_rows
-        ]
         agent_rows = list(
             Agent.objects.filter(session_id=session_id).values_list(
                 "id", "parent_id", "kind", "start_kind"
             )
         )
-        agents = [(pk, parent, start) for pk, parent, _, start in agent_rows]
-        agent_kinds = [(pk, parent, kind) for pk, parent, kind, _ in agent_rows]
         derived = derive_session(
             calls,
-            compactions,
-            parents={pk: parent for pk, parent, _ in agents},
-            start_kinds={pk: kind for pk, _, kind in agents},
+            [CompactionRow(*row) for row in compaction_rows],
+            parents={pk: parent for pk, parent, _, _ in agent_rows},
+            start_kinds={pk: start for pk, _, _, start in agent_rows},
         )
-        Compaction.objects.bulk_update(
-            [
-                Compaction(
-                    pk=item.id,
-                    before_call_index=item.before_call_index,
-                    after_call_index=item.after_call_index,
-                    pre_tokens=item.pre_tokens,
-                    post_tokens=item.post_tokens,
-                )
-                for item in derived.compactions
-            ],
-            ["before_call_index", "after_call_index", "pre_tokens", "post_tokens"],
-        )
-        Run.objects.filter(session_id=session_id).delete()
-        Run.objects.bulk_create(
-            [
-                Run(
-                    workspace_id=session.workspace_id,
-                    session_id=session_id,
-                    agent_id=run.agent,
-                    index=run.index,
-                    started_by_id=run.started_by,
-                    first_call_index=run.first_call_index,
-                    last_call_index=run.last_call_index,
-                    call_count=run.call_count,
-                    max_context=run.max_context,
-                    median_context=run.median_context,
-                    task_type=run.task_type,
-                    task_type_reason=run.task_type_reason,
-                    started_at=run.started_at,
-                    ended_at=run.ended_at,
-                )
-                for run in derived.runs
-            ],
-            batch_size=1000,
-        )
-        FileTouch.objects.filter(session_id=session_id).delete()
-        FileTouch.objects.bulk_create(
-            [
-                FileTouch(
-                    workspace_id=session.workspace_id,
-                    session_id=session_id,
-                    agent_id=touch.agent,
-                    run_index=touch.run_index,
-                    call_index=touch.call_index,
-                    path=touch.path,
-                    mode=touch.mode,
-                    token_position=touch.token_position,
-                )
-                for touch in derived.touches
-            ],
-            batch_size=2000,
-        )
-        start_kinds = {pk: kind for pk, _, kind in agents}
-        Agent.objects.bulk_update(
-            [
-                Agent(
-                    pk=agent.agent,
-                    call_count=agent.call_count,
-                    max_context=agent.max_context,
-                    total_tokens=agent.total_tokens,
-                    initial_context=agent.initial_context,
-                    started_at=agent.started_at,
-                    ended_at=agent.ended_at,
-                    start_kind=agent.start_kind or start_kinds[agent.agent],
-                )
-                for agent in derived.agents
-            ],
-            [
-                "call_count",
-                "max_context",
-                "total_tokens",
-                "initial_context",
-                "started_at",
-                "ended_at",
-                "start_kind",
-            ],
-        )
-        models = Counter(row[-1] for row in rows if row[-1])
-        compaction_agents = {pk for pk, _, kind in agent_kinds if kind == AgentKind.COMPACTION}
+        if derived.compactions:
+            Compaction.objects.bulk_update(
+                [
+                    Compaction(
+                        pk=item.id,
+                        before_call_index=item.before_call_index,
+                        after_call_index=item.after_call_index,
+                        pre_tokens=item.pre_tokens,
+                        post_tokens=item.post_tokens,
+                    )
+                    for item in derived.compactions
+                ],
+                ["before_call_index", "after_call_index", "pre_tokens", "post_tokens"],
+            )
+        _store_runs(session, derived.runs)
+        _store_touches(session, derived.touches)
+        start_kinds = {pk: start for pk, _, _, start in agent_rows}
+        if derived.agents:
+            Agent.objects.bulk_update(
+                [
+                    Agent(
+                        pk=agent.agent,
+                        call_count=agent.call_count,
+                        max_context=agent.max_context,
+                        total_tokens=agent.total_tokens,
+                        initial_context=agent.initial_context,
+                        started_at=agent.started_at,
+                        ended_at=agent.ended_at,
+                        start_kind=agent.start_kind or start_kinds[agent.agent],
+                    )
+                    for agent in derived.agents
+                ],
+                [
+                    "call_count",
+                    "max_context",
+                    "total_tokens",
+                    "initial_context",
+                    "started_at",
+                    "ended_at",
+                    "start_kind",
+                ],
+            )
+        compaction_agents = {pk for pk, _, kind, _ in agent_rows if kind == AgentKind.COMPACTION}
+        models = Counter(row[11] for row in rows if row[11])
         Session.objects.filter(pk=session_id).update(
-            agent_count=sum(1 for _, _, kind in agent_kinds if kind != AgentKind.COMPACTION),
+            agent_count=sum(1 for _, _, kind, _ in agent_rows if kind != AgentKind.COMPACTION),
             call_count=len(rows),
-            compaction_count=sum(1 for c in compaction_kinds if c == "full"),
+            compaction_count=sum(1 for row in compaction_rows if row[3] == "full"),
             input_tokens=sum(row[5] for row in rows),
             cache_creation_tokens=sum(row[6] for row in rows),
             cache_read_tokens=sum(row[7] for row in rows),
@@ -171,3 +135,72 @@ def session_derive(*, session_id: int) -> None:
             ended_at=max((row[3] for row in rows), default=None),
             model_names=[name for name, _ in models.most_common()],
         )
+
+
+def _store_runs(session: Session, runs) -> None:
+    existing = {
+        (agent, index): pk
+        for pk, agent, index in Run.objects.filter(session=session).values_list(
+            "id", "agent_id", "index"
+        )
+    }
+    objects = [
+        Run(
+            pk=existing.get((run.agent, run.index)),
+            workspace_id=session.workspace_id,
+            session_id=session.pk,
+            agent_id=run.agent,
+            index=run.index,
+            started_by_id=run.started_by,
+            first_call_index=run.first_call_index,
+            last_call_index=run.last_call_index,
+            call_count=run.call_count,
+            max_context=run.max_context,
+            median_context=run.median_context,
+            task_type=run.task_type,
+            task_type_reason=run.task_type_reason,
+            started_at=run.started_at,
+            ended_at=run.ended_at,
+        )
+        for run in runs
+    ]
+    keep = {(run.agent, run.index) for run in runs}
+    stale = [pk for key, pk in existing.items() if key not in keep]
+    if stale:
+        Run.objects.filter(pk__in=stale).delete()
+    updates = [obj for obj in objects if obj.pk is not None]
+    if updates:
+        Run.objects.bulk_update(updates, RUN_FIELDS, batch_size=500)
+    Run.objects.bulk_create([obj for obj in objects if obj.pk is None], batch_size=1000)
+
+
+def _store_touches(session: Session, touches) -> None:
+    FileTouch.objects.filter(session_id=session.pk).delete()
+    if not touches:
+        return
+    rows = [
+        (
+            session.workspace_id,
+            session.pk,
+            t.agent,
+            t.run_index,
+            t.call_index,
+            t.path,
+            t.mode,
+            t.token_position,
+        )
+        for t in touches
+    ]
+    if connection.vendor == "postgresql":
+        with (
+            connection.cursor() as cursor,
+            cursor.cursor.copy(
+                f"COPY traces_filetouch ({', '.join(TOUCH_COLUMNS)}) FROM STDIN"
+            ) as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+        return
+    FileTouch.objects.bulk_create(
+        [FileTouch(**dict(zip(TOUCH_COLUMNS, row, strict=True))) for row in rows], batch_size=2000
+    )

@@ -320,10 +320,17 @@ class TraceLoader:
                 texts[(session_pk, key)] = record.text
             with transaction.atomic():
                 if self._postgres:
-                    inserted, updated = self._upsert_calls_copy(rows)
+                    fresh = [row for row in rows if row[1] in self._new_sessions]
+                    known = [row for row in rows if row[1] not in self._new_sessions]
+                    inserted, updated = self._copy_new_calls(fresh, texts) if fresh else ([], [])
+                    if known:
+                        more_inserted, more_updated = self._upsert_calls_copy(known)
+                        self._store_texts(more_inserted, more_updated, texts)
+                        inserted += more_inserted
+                        updated += more_updated
                 else:
                     inserted, updated = self._upsert_calls_orm(rows)
-                self._store_texts(inserted, updated, texts)
+                    self._store_texts(inserted, updated, texts)
             added = {key for key, _ in inserted}
             summary = self.summary
             for row in rows:
@@ -336,6 +343,37 @@ class TraceLoader:
                     summary.output += row[11]
         if compactions:
             self._upsert_compactions(compactions)
+
+    def _copy_new_calls(self, rows: list[tuple], texts: dict) -> tuple[list, list]:
+        from psycopg.errors import UniqueViolation
+
+        """Sessions this loader created cannot hold these keys yet: COPY straight into the
+        table with ids drawn from its sequence, and the texts with them. If another worker
+        raced us to the same session, fall back to the merge."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT nextval(pg_get_serial_sequence('traces_call', 'id')) FROM generate_series(1, %s)",
+                [len(rows)],
+            )
+            ids = [row[0] for row in cursor.fetchall()]
+            columns = ", ".join(("id", *CALL_COLUMNS))
+            compress = self._compressor.compress
+            try:
+                with transaction.atomic():
+                    with cursor.cursor.copy(f"COPY traces_call ({columns}) FROM STDIN") as copy:
+                        for pk, row in zip(ids, rows, strict=True):
+                            copy.write_row((pk, *row))
+                    with cursor.cursor.copy(
+                        "COPY traces_calltext (call_id, data) FROM STDIN"
+                    ) as copy:
+                        for pk, row in zip(ids, rows, strict=True):
+                            copy.write_row((pk, compress(orjson.dumps(texts[(row[1], row[3])]))))
+            except (IntegrityError, UniqueViolation):  # the raw COPY raises psycopg's own error
+                self._new_sessions -= {row[1] for row in rows}
+                inserted, updated = self._upsert_calls_copy(rows)
+                self._store_texts(inserted, updated, texts)
+                return inserted, updated
+        return [((row[1], row[3]), pk) for pk, row in zip(ids, rows, strict=True)], []
 
     def _upsert_calls_copy(self, rows: list[tuple]) -> tuple[list, list]:
         """COPY into a temporary table, then merge; returns ((session, key), id) inserted/updated."""

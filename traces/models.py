@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from governance.models import WorkspaceOwned
+from governance.models import Workspace, WorkspaceOwned
 
 
 class Harness(models.TextChoices):
@@ -183,8 +183,15 @@ class Agent(WorkspaceOwned):
 class Call(WorkspaceOwned):
     """One deduplicated model API call with its token usage and the context it carried."""
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="calls")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="calls")
+    # Single-column indexes on these would duplicate the composite ones below; every
+    # index costs on each of millions of inserts.
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="calls", db_index=False
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="calls", db_index=False)
     key = models.CharField(
         max_length=300, help_text="Dedup key: message id + request id, response id, span id."
     )
@@ -192,7 +199,7 @@ class Call(WorkspaceOwned):
         default=0, help_text="0-based position among the session's calls, ordered by time."
     )
     agent_index = models.PositiveIntegerField(default=0)
-    timestamp = models.DateTimeField(db_index=True)
+    timestamp = models.DateTimeField()
     model = models.CharField(max_length=200, blank=True)
     input_tokens = models.PositiveBigIntegerField(default=0, help_text="Uncached input.")
     cache_creation_tokens = models.PositiveBigIntegerField(default=0)
@@ -209,7 +216,14 @@ class Call(WorkspaceOwned):
     touches = models.TextField(blank=True, help_text="File touches, one 'mode<TAB>path' per line.")
     source_line = models.PositiveIntegerField(null=True, blank=True)
     source_file = models.ForeignKey(
-        IngestedFile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        IngestedFile,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+        help_text="Where the call was read from (informational; not enforced).",
     )
 
     class Meta:

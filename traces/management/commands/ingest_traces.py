@@ -24,7 +24,10 @@ class Command(BaseCommand):
         )
         parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
         parser.add_argument(
-            "--workers", type=int, default=1, help="Ingest files in this many processes (default 1)."
+            "--workers",
+            type=int,
+            default=1,
+            help="Ingest files in this many processes (default 1).",
         )
         parser.add_argument(
             "--json", action="store_true", help="Print one JSON summary and nothing else."
