@@ -86,6 +86,8 @@ INSTALLED_APPS = [
     "template_partials",
     "governance",
     "traces",
+    "traces.analytics",
+    "traces.annotations",
     "qualification",
     "qualification.contextfiles",
     "specs",

@@ -11,6 +11,8 @@ from governance import views
 api_v1 = [
     path("", include("governance.api.urls")),
     path("", include("traces.api.urls")),
+    path("", include("traces.analytics.api.urls")),
+    path("", include("traces.annotations.api.urls")),
     path("", include("qualification.api.urls")),
     path("", include("qualification.contextfiles.api.urls")),
     path("", include("specs.api.urls")),
@@ -25,6 +27,8 @@ workspace_pages = [
     path("settings/tokens/", views.TokensView.as_view(), name="tokens"),
     path("settings/audit/", views.AuditLogView.as_view(), name="audit_log"),
     path("traces/", include("traces.urls")),
+    path("analytics/", include("traces.analytics.urls")),
+    path("annotations/", include("traces.annotations.urls")),
     path("qualification/", include("qualification.urls")),
     path("context-files/", include("qualification.contextfiles.urls")),
     path("specs/", include("specs.urls")),

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class AnalyticsConfig(AppConfig):
+    name = "traces.analytics"
+    label = "analytics"
+    verbose_name = "Analytics"
+    default_auto_field = "django.db.models.BigAutoField"

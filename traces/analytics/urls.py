@@ -1,0 +1,5 @@
+"""Pages under /w/<workspace>/analytics/."""
+
+app_name = "analytics"
+
+urlpatterns: list = []

@@ -1,0 +1,5 @@
+"""Pages under /w/<workspace>/annotations/."""
+
+app_name = "annotations"
+
+urlpatterns: list = []
