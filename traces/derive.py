@@ -13,7 +13,7 @@ from collections import Counter
 from django.db import connection, transaction
 
 from traces.analysis.segments import CallRow, CompactionRow, derive_session
-from traces.models import Agent, AgentKind, Compaction, FileTouch, Run, Session
+from traces.models import Agent, AgentKind, Call, Compaction, FileTouch, Run, Session
 
 REINDEX_SQL = """
 UPDATE traces_call SET session_index = ordered.session_index, agent_index = ordered.agent_index
@@ -33,6 +33,10 @@ SELECT id, agent_id, session_index, timestamp, context_tokens, input_tokens, cac
        cache_read_tokens, output_tokens, tool_names, touches, model
 FROM traces_call WHERE session_id = %s ORDER BY session_index
 """
+CALL_FIELDS = (
+    "id", "agent_id", "session_index", "timestamp", "context_tokens", "input_tokens",
+    "cache_creation_tokens", "cache_read_tokens", "output_tokens", "tool_names", "touches", "model",
+)  # fmt: skip
 RUN_FIELDS = [
     "started_by", "first_call_index", "last_call_index", "call_count", "max_context", "median_context",
     "task_type", "task_type_reason", "started_at", "ended_at",
@@ -56,8 +60,16 @@ def session_derive(*, session_id: int) -> None:
             return
         with connection.cursor() as cursor:
             cursor.execute(REINDEX_SQL, [session_id])
-            cursor.execute(CALLS_SQL, [session_id])
-            rows = cursor.fetchall()
+            if connection.vendor == "postgresql":
+                cursor.execute(CALLS_SQL, [session_id])
+                rows = cursor.fetchall()
+        if connection.vendor != "postgresql":
+            # Other backends return raw timestamps as naive values; let the ORM convert them.
+            rows = list(
+                Call.objects.filter(session_id=session_id)
+                .order_by("session_index")
+                .values_list(*CALL_FIELDS)
+            )
         calls = [
             CallRow(pk, agent, index, ts, ctx, i + cc + cr + out, sig, touches)
             for pk, agent, index, ts, ctx, i, cc, cr, out, sig, touches, _model in rows

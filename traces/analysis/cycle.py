@@ -1,0 +1,193 @@
+"""The compaction cycle model (seed 001 §5.1, METHODS.md §6). Pure: no Django.
+
+A session under threshold T grows from post-compaction size S at D tokens per step,
+compacts (cost T + SUMM), then loses P steps to rediscovery:
+
+    n(T) = (T − S) / D
+    f(T) = [ n·(S + T)/2 + (T + SUMM) + P·S ] / (n − P)        (valid when n > P)
+
+f is the amortised tokens per productive step. Its minimum has a closed form:
+
+    T* = S + P·D + √(D·[(P² + 2P)·D + 4P·S + 2S + 2·SUMM]),   f(T*) = T* + D
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+WITHIN = 1.10
+
+
+class CycleInputError(ValueError):
+    """Parameters for which the model is undefined; `field` names the culprit."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(message)
+        self.field = field_name
+
+
+@dataclass(frozen=True)
+class CycleParams:
+    post_compaction: float  # S
+    growth_per_step: float  # D
+    summary: float  # SUMM
+    penalty_steps: float  # P
+
+    def validate(self) -> None:
+        if not math.isfinite(self.growth_per_step) or self.growth_per_step <= 0:
+            raise CycleInputError("growth_per_step", "D (growth per step) must be greater than 0.")
+        if not math.isfinite(self.penalty_steps) or self.penalty_steps < 0:
+            raise CycleInputError("penalty_steps", "P (penalty steps) must be 0 or more.")
+        if not math.isfinite(self.post_compaction) or self.post_compaction <= 0:
+            raise CycleInputError(
+                "post_compaction_tokens", "S (post-compaction tokens) must be greater than 0."
+            )
+        if not math.isfinite(self.summary) or self.summary < 0:
+            raise CycleInputError("summary_tokens", "SUMM (summary tokens) must be 0 or more.")
+
+
+def steps_per_cycle(threshold, p: CycleParams):
+    return (np.asarray(threshold, dtype=float) - p.post_compaction) / p.growth_per_step
+
+
+def cost_per_step(threshold, p: CycleParams):
+    """f(T); NaN where the cycle returns no productive work (n ≤ P)."""
+    t = np.asarray(threshold, dtype=float)
+    n = (t - p.post_compaction) / p.growth_per_step
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = (
+            n * (p.post_compaction + t) / 2 + (t + p.summary) + p.penalty_steps * p.post_compaction
+        ) / (n - p.penalty_steps)
+    return np.where(n > p.penalty_steps, value, np.nan)
+
+
+def optimum(p: CycleParams) -> float:
+    s, d, summ, pen = p.post_compaction, p.growth_per_step, p.summary, p.penalty_steps
+    return s + pen * d + math.sqrt(d * ((pen**2 + 2 * pen) * d + 4 * pen * s + 2 * s + 2 * summ))
+
+
+def floor_threshold(p: CycleParams) -> float:
+    """Below S + P·D the cycle returns no productive work."""
+    return p.post_compaction + p.penalty_steps * p.growth_per_step
+
+
+def within_region(p: CycleParams, factor: float = WITHIN) -> tuple[float, float]:
+    """Thresholds where f(T) ≤ factor·f(T*): f(T) = c has two roots of a quadratic in T."""
+    s, d, summ, pen = p.post_compaction, p.growth_per_step, p.summary, p.penalty_steps
+    c = factor * (optimum(p) + d)
+    # f(T) = c  ⇔  (T−S)(S+T)/(2D) + T + SUMM + P·S = c·((T−S)/D − P)
+    # multiply by 2D: T² − S² + 2D·T + 2D·SUMM + 2D·P·S = 2c(T − S) − 2c·P·D
+    a = 1.0
+    b = 2 * d - 2 * c
+    k = -(s**2) + 2 * d * summ + 2 * d * pen * s + 2 * c * s + 2 * c * pen * d
+    disc = b * b - 4 * a * k
+    root = math.sqrt(max(disc, 0.0))
+    return (-b - root) / 2, (-b + root) / 2
+
+
+@dataclass
+class CycleResult:
+    params: CycleParams
+    optimum_threshold: float
+    optimum_cost_per_step: float
+    within_10pct: tuple[float, float]
+    floor_threshold: float
+    curve: list[tuple[float, float]]
+    ratios: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "optimum_threshold": round(self.optimum_threshold, 1),
+            "optimum_cost_per_step": round(self.optimum_cost_per_step, 1),
+            "within_10pct": [round(self.within_10pct[0], 1), round(self.within_10pct[1], 1)],
+            "floor_threshold": round(self.floor_threshold, 1),
+            "curve": [[round(t, 1), round(f, 1)] for t, f in self.curve],
+            "ratios": {k: round(v, 4) for k, v in self.ratios.items()},
+        }
+
+
+def evaluate(
+    p: CycleParams,
+    thresholds: list[float] | None = None,
+    points: int = 200,
+    upper: float | None = None,
+) -> CycleResult:
+    """The curve, its optimum, the within-10% region, the floor, and f(T)/f(T*) at `thresholds`."""
+    p.validate()
+    t_star = optimum(p)
+    f_star = float(cost_per_step(t_star, p))
+    low, high = within_region(p)
+    floor = floor_threshold(p)
+    top = upper or max(1_000_000.0, high * 1.6, *(thresholds or [0]))
+    grid = np.linspace(floor + p.growth_per_step, top, points)
+    values = cost_per_step(grid, p)
+    curve = [(float(t), float(v)) for t, v in zip(grid, values, strict=True) if math.isfinite(v)]
+    ratios = {}
+    for threshold in thresholds or []:
+        if threshold <= p.post_compaction:
+            raise CycleInputError(
+                "thresholds", f"threshold {threshold:g} must be above S ({p.post_compaction:g})."
+            )
+        value = float(cost_per_step(threshold, p))
+        ratios[f"{threshold:g}"] = value / f_star if math.isfinite(value) else math.inf
+    return CycleResult(p, t_star, f_star, (low, high), floor, curve, ratios)
+
+
+def sensitivity(p: CycleParams, penalties: list[float]) -> list[dict]:
+    """T* and its within-10% region for each penalty P (everything else fixed)."""
+    rows = []
+    for penalty in penalties:
+        q = CycleParams(p.post_compaction, p.growth_per_step, p.summary, penalty)
+        t_star = optimum(q)
+        low, high = within_region(q)
+        rows.append({"penalty_steps": penalty, "optimum_threshold": t_star, "optimum_cost_per_step": t_star + q.growth_per_step,
+                     "within_10pct": [low, high], "floor_threshold": floor_threshold(q)})  # fmt: skip
+    return rows
+
+
+def tail_scenario(p: CycleParams, tail_tokens: float, tail_penalty_steps: float) -> CycleParams:
+    """Preserving a verbatim tail: the session lands higher (S + tail) but re-reads less (P_tail)."""
+    return CycleParams(
+        p.post_compaction + tail_tokens, p.growth_per_step, p.summary, tail_penalty_steps
+    )
+
+
+@dataclass(frozen=True)
+class ExchangeRate:
+    from_threshold: float
+    to_threshold: float
+    extra_tokens_per_1000_steps: float
+    disruptions_avoided_per_1000_steps: float
+    tokens_per_disruption_avoided: float
+
+    def as_dict(self) -> dict:
+        return {k: round(v, 3) for k, v in self.__dict__.items()}
+
+
+def exchange_rate(p: CycleParams, lower: float, higher: float) -> ExchangeRate:
+    """Seed 001 §7.5: the extra tokens per 1,000 productive steps of the wider threshold,
+    divided by the compactions it avoids per 1,000 steps (one per cycle of n steps),
+    prices one avoided disruption. With P = 31, 232k → 600k: 139M tokens, 6.1 disruptions,
+    about 23M tokens each, as the seed reports."""
+    f_low, f_high = float(cost_per_step(lower, p)), float(cost_per_step(higher, p))
+    if not (math.isfinite(f_low) and math.isfinite(f_high)):
+        raise CycleInputError("thresholds", "both thresholds must be above the floor S + P·D.")
+    n_low, n_high = float(steps_per_cycle(lower, p)), float(steps_per_cycle(higher, p))
+    extra = 1000 * (f_high - f_low)
+    avoided = 1000 / n_low - 1000 / n_high
+    price = extra / avoided if avoided else math.inf
+    return ExchangeRate(lower, higher, extra, avoided, price)
+
+
+def optimum_interval(
+    replicates: list[CycleParams], level: float = 0.95
+) -> tuple[float, float] | None:
+    """Percentile interval of T* over bootstrap replicates of the parameters."""
+    values = [optimum(r) for r in replicates if r.growth_per_step > 0 and r.penalty_steps >= 0]
+    if len(values) < 20:
+        return None
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail))
