@@ -17,6 +17,7 @@ from enum import StrEnum
 from qualification.contextfiles.analysis.parsing import normalise
 
 CHANGED_THRESHOLD = 0.6
+PAIRING_WINDOW = 25
 
 
 class ChangeKind(StrEnum):
@@ -78,6 +79,28 @@ def similarity(old: str, new: str) -> float:
     return difflib.SequenceMatcher(None, normalise(old), normalise(new), autojunk=False).ratio()
 
 
+def _similar_pairs(old_ids, new_ids, old_norm, new_norm, threshold: float):
+    """(ratio, i, j) for pairs at least `threshold` similar.
+
+    Candidates are compared only within `PAIRING_WINDOW` places of each other in the
+    leftover stretches (all pairs when both are that short), and difflib's cheap upper
+    bounds go before the full ratio, so a rewrite of a long file stays fast.
+    """
+    matcher = difflib.SequenceMatcher(None, autojunk=False)
+    scale = len(new_ids) / len(old_ids) if old_ids else 1.0
+    for a, i in enumerate(old_ids):
+        matcher.set_seq2(old_norm[i])
+        centre = a * scale
+        low = max(0, int(centre) - PAIRING_WINDOW)
+        for j in new_ids[low : int(centre) + PAIRING_WINDOW + 1]:
+            matcher.set_seq1(new_norm[j])
+            if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
+                continue
+            ratio = matcher.ratio()
+            if ratio >= threshold:
+                yield ratio, i, j
+
+
 def diff_instructions(
     old: Sequence[str], new: Sequence[str], *, threshold: float = CHANGED_THRESHOLD
 ) -> DiffSummary:
@@ -88,39 +111,44 @@ def diff_instructions(
     matched_new: dict[int, InstructionChange] = {}
     removed: list[int] = []
     added: list[int] = []
+    aligned: list[tuple[float, int, int]] = []
+    pair_matcher = difflib.SequenceMatcher(None, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
                 matched_new[j] = InstructionChange(ChangeKind.UNCHANGED, i, j, 1.0)
-        else:
-            removed.extend(range(i1, i2))
-            added.extend(range(j1, j2))
+            continue
+        # An edited stretch: first try the instruction in the same place.
+        for k in range(min(i2 - i1, j2 - j1)):
+            pair_matcher.set_seqs(old_norm[i1 + k], new_norm[j1 + k])
+            if old_norm[i1 + k] != new_norm[j1 + k] and pair_matcher.ratio() >= threshold:
+                aligned.append((pair_matcher.ratio(), i1 + k, j1 + k))
+        paired_old = {i for _, i, _ in aligned}
+        paired_new = {j for _, _, j in aligned}
+        removed.extend(i for i in range(i1, i2) if i not in paired_old)
+        added.extend(j for j in range(j1, j2) if j not in paired_new)
 
     # Identical text elsewhere in the file: the instruction moved.
     by_text: dict[str, list[int]] = {}
     for i in removed:
         by_text.setdefault(old_norm[i], []).append(i)
+    moved_old: set[int] = set()
     for j in list(added):
         candidates = by_text.get(new_norm[j])
         if candidates:
             i = candidates.pop(0)
-            removed.remove(i)
-            added.remove(j)
+            moved_old.add(i)
             matched_new[j] = InstructionChange(ChangeKind.MOVED, i, j, 1.0)
+    removed = [i for i in removed if i not in moved_old]
+    added = [j for j in added if j not in matched_new]
 
-    scored = sorted(
-        (
-            (difflib.SequenceMatcher(None, old_norm[i], new_norm[j], autojunk=False).ratio(), i, j)
-            for i in removed
-            for j in added
-        ),
+    scored = aligned + sorted(
+        _similar_pairs(removed, added, old_norm, new_norm, threshold),
         key=lambda item: (-item[0], abs(item[1] - item[2]), item[1]),
     )
     used_old: set[int] = set()
     used_new: set[int] = set()
     for ratio, i, j in scored:
-        if ratio < threshold:
-            break
         if i in used_old or j in used_new:
             continue
         used_old.add(i)
@@ -134,11 +162,12 @@ def diff_instructions(
     for j in range(len(new)):
         change = matched_new.get(j) or InstructionChange(ChangeKind.ADDED, None, j, 0.0)
         changes.append((float(j), change))
-    for i in removed:
-        if i in used_old:
-            continue
-        preceding = [old_to_new[k] for k in range(i) if k in old_to_new]
-        anchor = (max(preceding) if preceding else -1) + 0.5
-        changes.append((anchor, InstructionChange(ChangeKind.REMOVED, i, None, 0.0)))
+    latest_new = -1
+    unmatched_old = set(removed) - used_old
+    for i in range(len(old)):
+        if i in old_to_new:
+            latest_new = max(latest_new, old_to_new[i])
+        elif i in unmatched_old:
+            changes.append((latest_new + 0.5, InstructionChange(ChangeKind.REMOVED, i, None, 0.0)))
     changes.sort(key=lambda item: item[0])
     return DiffSummary([change for _, change in changes])

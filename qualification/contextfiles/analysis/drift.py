@@ -7,12 +7,12 @@ Each check is documented, with its heuristic, in docs/context-files.md:
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from qualification.contextfiles.analysis.diff import similarity
 from qualification.contextfiles.analysis.parsing import (
     SECTION_SEPARATOR,
     ParsedFile,
@@ -637,21 +637,43 @@ def check_contradictions(parsed: ParsedFile) -> list[Finding]:
 
 
 def check_duplicates(parsed: ParsedFile) -> list[Finding]:
+    """Each instruction at least 90% similar to an earlier one is reported once, against the
+    first it repeats. Only earlier non-duplicates are compared, lengths bound the ratio
+    (2·min/(a+b)), and difflib's cheap upper bounds go before the full ratio."""
+    min_share = DUPLICATE_SIMILARITY / (2 - DUPLICATE_SIMILARITY)
+    matcher = difflib.SequenceMatcher(None, autojunk=False)
+    originals: list[tuple[int, str, ParsedInstruction]] = []
     findings = []
-    instructions = [i for i in parsed.instructions if len(i.normalised) >= 12]
-    for index, first in enumerate(instructions):
-        for second in instructions[index + 1 :]:
-            ratio = similarity(first.text, second.text)
-            if ratio >= DUPLICATE_SIMILARITY:
-                findings.append(
-                    Finding(
-                        "duplicates", WARNING,
-                        f"Instruction at line {second.line_start} repeats the one at line "
-                        f"{first.line_start} ({ratio:.0%} similar).",
-                        line=second.line_start, position=second.position,
-                        data={"first_position": first.position, "similarity": round(ratio, 3)},
-                    )
-                )  # fmt: skip
+    for instruction in parsed.instructions:
+        text = instruction.normalised
+        if len(text) < 12:
+            continue
+        matcher.set_seq2(text)
+        repeated = None
+        for length, other_text, other in originals:
+            if min(length, len(text)) < min_share * max(length, len(text)):
+                continue
+            matcher.set_seq1(other_text)
+            if (
+                matcher.real_quick_ratio() >= DUPLICATE_SIMILARITY
+                and matcher.quick_ratio() >= DUPLICATE_SIMILARITY
+                and matcher.ratio() >= DUPLICATE_SIMILARITY
+            ):
+                repeated = (other, matcher.ratio())
+                break
+        if repeated is None:
+            originals.append((len(text), text, instruction))
+            continue
+        first, ratio = repeated
+        findings.append(
+            Finding(
+                "duplicates", WARNING,
+                f"Instruction at line {instruction.line_start} repeats the one at line "
+                f"{first.line_start} ({ratio:.0%} similar).",
+                line=instruction.line_start, position=instruction.position,
+                data={"first_position": first.position, "similarity": round(ratio, 3)},
+            )
+        )  # fmt: skip
     return findings
 
 

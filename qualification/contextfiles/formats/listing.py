@@ -44,13 +44,17 @@ class Listing:
     stripped_root: str = ""
 
     @property
-    def directories(self) -> set[str]:
-        dirs = set()
-        for path in self.paths:
-            parts = path.split("/")[:-1]
-            for i in range(1, len(parts) + 1):
-                dirs.add("/".join(parts[:i]))
-        return dirs
+    def directories(self) -> dict[str, set[str]]:
+        """Every folder, with the names directly inside it (computed once per path set)."""
+        key = len(self.paths)
+        if getattr(self, "_directories_key", None) != key:
+            tree: dict[str, set[str]] = {}
+            for path in self.paths:
+                parts = path.split("/")
+                for i in range(1, len(parts)):
+                    tree.setdefault("/".join(parts[:i]), set()).add(parts[i])
+            self._directories, self._directories_key = tree, key
+        return self._directories
 
     def exists(self, path: str) -> bool:
         path = path.strip("/")
@@ -58,11 +62,10 @@ class Listing:
 
     def matches(self, pattern: str) -> bool:
         pattern = pattern.strip("/")
-        return any(fnmatch.fnmatchcase(p, pattern) for p in self.paths | self.directories)
+        return any(fnmatch.fnmatchcase(p, pattern) for p in (*self.paths, *self.directories.keys()))
 
     def children(self, directory: str) -> set[str]:
-        prefix = directory.strip("/") + "/"
-        return {p[len(prefix) :].split("/")[0] for p in self.paths if p.startswith(prefix)}
+        return set(self.directories.get(directory.strip("/"), set()))
 
     def hash_of(self, path: str) -> str:
         return self.hashes.get(path.strip("/"), "")
