@@ -56,3 +56,19 @@ def test_word_diff_segments_rebuild_both_texts():
     old = "".join(s.text for s in segments if s.op != "insert")
     new = "".join(s.text for s in segments if s.op != "delete")
     assert (old, new) == ("use pnpm here", "use npm there")
+
+
+def test_a_long_file_edited_throughout_pairs_each_instruction_with_its_edit():
+    old = [f"- Never edit `pkg{i}/gen/` by hand; run `make gen-{i}`." for i in range(400)]
+    new = [text.replace("by hand", "manually") for text in old]
+    summary = diff_instructions(old, new)
+    changed = [c for c in summary.changes if c.kind is ChangeKind.CHANGED]
+    assert len(changed) == 400 and all(c.old_index == c.new_index for c in changed)
+
+
+def test_an_edited_and_moved_instruction_is_still_changed():
+    old = ["alpha rule one", "beta rule two", "Run the integration tests before release"]
+    new = ["Run the integration tests before every release", "alpha rule one", "beta rule two"]
+    summary = diff_instructions(old, new)
+    (changed,) = [c for c in summary.changes if c.kind is ChangeKind.CHANGED]
+    assert (changed.old_index, changed.new_index) == (2, 0)

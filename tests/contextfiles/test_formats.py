@@ -179,3 +179,10 @@ def test_batch_pairs_with_stored_trials_and_detects_changed_reuploads():
         existing=existing,
     )
     assert "already recorded with different values" in changed.errors[0]["error"]
+
+
+def test_listing_folders_and_children():
+    listing = read_listing(b"services/a/main.go\nservices/a/x.go\nservices/b/main.go\nREADME.md\n")
+    assert listing.children("services") == {"a", "b"}
+    assert listing.exists("services/a") and not listing.exists("services/c")
+    assert listing.matches("services/*/main.go") and not listing.matches("docs/*")
