@@ -232,7 +232,7 @@ def command_rows(*, check: DriftCheck | None, context_file: ContextFile) -> list
 def evaluations_for(*, workspace) -> QuerySet[Evaluation]:
     return (
         Evaluation.objects.for_workspace(workspace)
-        .select_related("context_file", "revision", "supersedes", "created_by")
+        .select_related("context_file", "revision", "supersedes", "superseded_by", "created_by")
         .annotate(trial_count=Count("trials", distinct=True))
     )
 

@@ -41,6 +41,7 @@ class FileListView(WorkspaceTemplateView):
 
 class ImportView(WorkspaceTemplateView):
     template_name = "contextfiles/file_import.html"
+    read_role = Role.EDITOR
 
     def get_context_data(self, **kwargs):
         form = kwargs.pop("form", None)
@@ -340,6 +341,7 @@ class ListingsView(WorkspaceTemplateView):
 
 class EvaluationCreateView(WorkspaceTemplateView):
     template_name = "contextfiles/evaluation_form.html"
+    read_role = Role.EDITOR
 
     def _file(self):
         pk = self.request.GET.get("file") or self.request.POST.get("file")
@@ -375,6 +377,7 @@ class EvaluationCreateView(WorkspaceTemplateView):
 
 class EvaluationChangeView(WorkspaceTemplateView):
     template_name = "contextfiles/evaluation_form.html"
+    read_role = Role.EDITOR
 
     def _evaluation(self):
         evaluation = selectors.evaluation_get(workspace=self.workspace, pk=self.kwargs["pk"])

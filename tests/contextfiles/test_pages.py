@@ -302,3 +302,38 @@ def test_dashboard_card_and_navigation(client_for, imported, workspace):
     assert "Context files" in body and "Flagged instructions" in body and "Latest verdict" in body
     assert f'href="/w/{workspace.slug}/context-files/"' in body
     assert Instruction.objects.count() == 15
+
+
+def test_write_forms_are_not_offered_to_viewers(client_for, imported, workspace):
+    viewer = client_for("viewer")
+    assert viewer.get(url(workspace, "import/")).status_code == 403
+    assert (
+        viewer.get(url(workspace, f"evaluations/new/?file={imported.context_file.pk}")).status_code
+        == 403
+    )
+    assert viewer.post(url(workspace, "listings/"), {"repository": "r"}).status_code == 403
+    assert (
+        viewer.post(url(workspace, f"{imported.context_file.pk}/drift-checks/")).status_code == 403
+    )
+    assert (
+        viewer.post(
+            url(workspace, f"{imported.context_file.pk}/verifications/"),
+            {"command": "make test", "passed": "1"},
+        ).status_code
+        == 403
+    )
+
+
+def test_file_page_query_count_does_not_grow_with_instructions(
+    client_for, workspace, members, django_assert_max_num_queries
+):
+    text = "## Rules\n" + "".join(
+        f"- Never do thing number {i} in `src/{i}.py`.\n" for i in range(120)
+    )
+    result = services.context_file_import(
+        workspace=workspace, repository="r", path="AGENTS.md", text=text, actor=members["editor"]
+    )
+    client = client_for("viewer")
+    with django_assert_max_num_queries(40):
+        response = client.get(url(workspace, f"{result.context_file.pk}/"))
+    assert response.status_code == 200 and response.content.count(b'class="cf-row"') == 120

@@ -286,8 +286,10 @@ class EvaluationSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
     def get_superseded_by(self, evaluation) -> int | None:
-        successor = Evaluation.objects.filter(supersedes=evaluation).only("pk").first()
-        return successor.pk if successor else None
+        try:
+            return evaluation.superseded_by.pk
+        except Evaluation.superseded_by.RelatedObjectDoesNotExist:
+            return None
 
 
 class EvaluationTrialSerializer(serializers.ModelSerializer):
