@@ -1,0 +1,1 @@
+"""Pure analysis for divergence annotations: no Django imports."""
