@@ -337,3 +337,23 @@ def test_file_page_query_count_does_not_grow_with_instructions(
     with django_assert_max_num_queries(40):
         response = client.get(url(workspace, f"{result.context_file.pk}/"))
     assert response.status_code == 200 and response.content.count(b'class="cf-row"') == 120
+
+
+def test_drift_section_polls_while_running_and_stops_when_the_job_ends(
+    client_for, imported, workspace
+):
+    from governance.models import Job, JobStatus
+    from qualification.contextfiles import selectors
+
+    check = selectors.latest_drift_check(revision=imported.revision)
+    page_url = url(workspace, f"{imported.context_file.pk}/?region=drift")
+    client = client_for("viewer")
+    done = client.get(page_url, HTTP_HX_REQUEST="true").content.decode()
+    assert done.lstrip().startswith('<section id="drift"') and "every 1s" not in done
+    type(check).objects.filter(pk=check.pk).update(finished_at=None)
+    Job.objects.filter(pk=check.job_id).update(status=JobStatus.RUNNING, progress_done=2)
+    running = client.get(page_url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'hx-trigger="every 1s"' in running and "2 / 6 checks" in running
+    Job.objects.filter(pk=check.job_id).update(status=JobStatus.FAILED, error="InputError: boom")
+    failed = client.get(page_url, HTTP_HX_REQUEST="true").content.decode()
+    assert "every 1s" not in failed and "The check failed: InputError: boom" in failed
