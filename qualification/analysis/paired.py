@@ -13,7 +13,9 @@ Public API (plain numbers in, frozen dataclasses out):
 
 * `PairedTable` and `PairedTable.from_outcomes(pairs)`
 * `newcombe_paired_ci(table, confidence)` — Newcombe (1998) method 10, square-and-add with
-  Wilson limits. Hand-written: statsmodels has no paired-difference interval.
+  Wilson limits. Hand-written: statsmodels has no paired-difference interval. For a
+  one-sided (1 − α) bound, take the matching end of the interval at confidence 1 − 2α
+  (e.g. the 90% interval's lower end is the one-sided 95% lower bound).
 * `mcnemar_test(table)` — exact conditional p (statsmodels) and mid-p (hand-written per
   Fagerland et al. 2013; statsmodels has no mid-p).
 * `equivalent_by_inclusion(ci, margin)` — TOST at level α by inclusion of the (1−2α) CI.

@@ -78,6 +78,10 @@ class LedgerForm(forms.ModelForm):
         return data
 
 
+class FileSettingsForm(forms.Form):
+    review_interval_days = forms.IntegerField(min_value=1, max_value=3650)
+
+
 class LedgerFilterForm(forms.Form):
     category = forms.ChoiceField(
         choices=[("", "All categories"), *CategoryChoices.choices], required=False

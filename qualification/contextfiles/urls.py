@@ -15,6 +15,7 @@ urlpatterns = [
     path("<int:pk>/instructions/<int:ipk>/", views.InstructionView.as_view(), name="instruction"),
     path("<int:pk>/drift-checks/", views.DriftCheckStartView.as_view(), name="drift_check_start"),
     path("<int:pk>/verifications/", views.VerificationView.as_view(), name="verify"),
+    path("<int:pk>/settings/", views.FileSettingsView.as_view(), name="file_settings"),
     path("evaluations/new/", views.EvaluationCreateView.as_view(), name="evaluation_create"),
     path("evaluations/<int:pk>/", views.EvaluationDetailView.as_view(), name="evaluation_detail"),
     path(

@@ -271,6 +271,26 @@ class DriftCheckStartView(WorkspaceTemplateView):
         return redirect(f"{url}?revision={revision.number}#drift")
 
 
+class FileSettingsView(WorkspaceTemplateView):
+    """The file's review interval, which dates the reviews of undated ledger entries."""
+
+    def post(self, request, *args, **kwargs):
+        context_file = selectors.context_file_get(workspace=self.workspace, pk=kwargs["pk"])
+        form = forms.FileSettingsForm(request.POST)
+        if form.is_valid():
+            services.context_file_update_settings(
+                context_file=context_file,
+                review_interval_days=form.cleaned_data["review_interval_days"],
+                actor=request.user,
+            )
+            messages.success(request, "Review interval saved.")
+        else:
+            messages.error(
+                request, "Review interval: " + " ".join(form.errors["review_interval_days"])
+            )
+        return redirect(self.wreverse("contextfiles:file_detail", context_file.pk) + "#ledger")
+
+
 class VerificationView(WorkspaceTemplateView):
     def post(self, request, *args, **kwargs):
         context_file = selectors.context_file_get(workspace=self.workspace, pk=kwargs["pk"])

@@ -357,3 +357,22 @@ def test_drift_section_polls_while_running_and_stops_when_the_job_ends(
     Job.objects.filter(pk=check.job_id).update(status=JobStatus.FAILED, error="InputError: boom")
     failed = client.get(page_url, HTTP_HX_REQUEST="true").content.decode()
     assert "every 1s" not in failed and "The check failed: InputError: boom" in failed
+
+
+def test_review_interval_is_set_audited_and_validated(client_for, imported, workspace):
+    from governance.models import AuditEvent
+
+    client = client_for("editor")
+    settings_url = url(workspace, f"{imported.context_file.pk}/settings/")
+    assert client.post(settings_url, {"review_interval_days": "90"}).status_code == 302
+    imported.context_file.refresh_from_db()
+    assert imported.context_file.review_interval_days == 90
+    assert AuditEvent.objects.get(action="context_file.update").data == {
+        "review_interval_days": [180, 90]
+    }
+    client.post(settings_url, {"review_interval_days": "0"})
+    imported.context_file.refresh_from_db()
+    assert imported.context_file.review_interval_days == 90
+    assert (
+        client_for("viewer").post(settings_url, {"review_interval_days": "30"}).status_code == 403
+    )
