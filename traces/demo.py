@@ -4,6 +4,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from governance.services import workspace_bump_data_version
+from traces.analytics.services import analytics_refresh_queue
 from traces.ingest import IngestSummary
 from traces.models import UploadSource
 from traces.services import ingest_bytes, ingest_upload, raw_upload_store, sessions_derive
@@ -22,6 +24,7 @@ def seed(*, workspace, users, stdout) -> None:
             data=b"\n".join(generated.lines) + b"\n",
             source=UploadSource.DEMO,
             user=users.get("editor"),
+            refresh_analytics=False,
         )
         calls += summary.calls
     stdout.write(f"  synthetic traces: {DEMO_PARAMS.sessions} sessions, {calls} new calls")
@@ -38,3 +41,6 @@ def seed(*, workspace, users, stdout) -> None:
             touched |= ingest_upload(workspace=workspace, upload=upload, summary=summary)
         sessions_derive(session_ids=touched)
         stdout.write(f"  real sample transcripts from {SHARED_FIXTURES}: {summary.calls} new calls")
+    workspace_bump_data_version(workspace=workspace)
+    analytics_refresh_queue(workspace=workspace)
+    stdout.write("  trace analytics computed")

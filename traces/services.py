@@ -26,6 +26,7 @@ from governance.services import (
     job_enqueue,
     workspace_bump_data_version,
 )
+from traces.analytics.services import analytics_refresh_queue
 from traces.derive import session_derive
 from traces.formats import FORMATS, detect_format, make_parser
 from traces.formats.archive import ArchiveError, Limits, inventory, open_members
@@ -366,6 +367,7 @@ def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
     sessions_derive(session_ids=touched)
     if touched:
         workspace_bump_data_version(workspace=workspace)
+        analytics_refresh_queue(workspace=workspace)
     reporter.set_counts(**summary.counts())
     reporter.extend_errors(summary.errors)
 
@@ -378,6 +380,7 @@ def ingest_paths(
     user=None,
     workers: int = 1,
     on_progress: Callable[[int, int], None] | None = None,
+    refresh_analytics: bool = True,
 ) -> IngestSummary:
     """The CLI: files, folders (recursively) or globs.
 
@@ -430,6 +433,8 @@ def ingest_paths(
         sessions_derive(session_ids=touched)
     if touched:
         workspace_bump_data_version(workspace=workspace)
+        if refresh_analytics:
+            analytics_refresh_queue(workspace=workspace)
     return summary
 
 
@@ -516,11 +521,19 @@ def sessions_derive_queue(*, workspace: Workspace, session_ids: Iterable[int]) -
 
 def sessions_derive_run(*, workspace_id: int, session_ids: list[int]) -> None:
     sessions_derive(session_ids=session_ids)
-    workspace_bump_data_version(workspace=Workspace(pk=workspace_id))
+    workspace = Workspace.objects.get(pk=workspace_id)
+    workspace_bump_data_version(workspace=workspace)
+    analytics_refresh_queue(workspace=workspace)
 
 
 def ingest_bytes(
-    *, workspace: Workspace, name: str, data: bytes, source: str, user=None
+    *,
+    workspace: Workspace,
+    name: str,
+    data: bytes,
+    source: str,
+    user=None,
+    refresh_analytics: bool = True,
 ) -> IngestSummary:
     """Store and ingest one in-memory file (demo data, tests, small API payloads)."""
     upload, _ = raw_upload_store(
@@ -531,4 +544,6 @@ def ingest_bytes(
     sessions_derive(session_ids=touched)
     if touched:
         workspace_bump_data_version(workspace=workspace)
+        if refresh_analytics:
+            analytics_refresh_queue(workspace=workspace)
     return summary

@@ -45,3 +45,9 @@ def pct(value, digits=1):
 @register.filter
 def get_item(mapping, key):
     return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def split_words(value):
+    """'a b c' -> ['a', 'b', 'c'] (for looping over fixed keys in templates)."""
+    return str(value).split()

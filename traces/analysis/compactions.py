@@ -218,11 +218,13 @@ def cycle_parameters(
     bootstrap: int = 1000,
     seed: int = 2026,
     min_compactions: int = MIN_COMPACTIONS,
+    growth_cols: CallColumns | None = None,
 ) -> CycleParameters:
+    """`growth_cols`, when given, is the subset of calls D is measured on (a task type's)."""
     rng = np.random.default_rng(seed)
     penalties = penalty_per_compaction(cols, comp, window)
     post, summary = comp.post, comp.summary
-    before, growth, runs = step_deltas(cols)
+    before, growth, runs = step_deltas(growth_cols if growth_cols is not None else cols)
     upper = before >= upper_from
     d_values, d_runs = growth[upper], runs[upper]
     reasons = []

@@ -1,5 +1,21 @@
 """Pages under /w/<workspace>/analytics/."""
 
+from django.urls import path
+
+from traces.analytics import views
+
 app_name = "analytics"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.CostPage.as_view(), name="cost"),
+    path("steps/", views.StepsPage.as_view(), name="steps"),
+    path("compactions/", views.CompactionsPage.as_view(), name="compactions"),
+    path("coverage/", views.CoveragePage.as_view(), name="coverage"),
+    path("incidents/", views.IncidentsPage.as_view(), name="incidents"),
+    path("what-if/", views.WhatIfPage.as_view(), name="what_if"),
+    path("data/<slug:name>.csv", views.CsvView.as_view(), name="csv"),
+    path("steps/data/<slug:name>.csv", views.CsvView.as_view()),
+    path("compactions/data/<slug:name>.csv", views.CsvView.as_view()),
+    path("coverage/data/<slug:name>.csv", views.CsvView.as_view()),
+    path("incidents/data/<slug:name>.csv", views.CsvView.as_view()),
+]

@@ -1,7 +1,21 @@
 """Analytics API routes under /api/v1/."""
 
-from rest_framework.routers import SimpleRouter
+from django.urls import path
 
-router = SimpleRouter()
+from traces.analytics.api import views
 
-urlpatterns = [*router.urls]
+urlpatterns = [
+    *[
+        path(
+            f"analytics/{name}/",
+            views.AnalyticsSectionView.as_view(section=name),
+            name=f"analytics-{name}",
+        )
+        for name in views.SECTIONS
+    ],
+    path(
+        "analysis/compaction-cycle/",
+        views.CompactionCycleView.as_view(),
+        name="analysis-compaction-cycle",
+    ),
+]

@@ -257,10 +257,14 @@ def compare_with_lab(
     )
     if high < reference:
         verdict = EARLIER
-        statement = f"Production diverges earlier than the lab predicted: {median_text}, below {ref_text}."
+        statement = (
+            f"Production diverges earlier than the lab predicted: {median_text}, below {ref_text}."
+        )
     elif low > reference:
         verdict = LATER
-        statement = f"Production diverges later than the lab's prediction: {median_text}, above {ref_text}."
+        statement = (
+            f"Production diverges later than the lab's prediction: {median_text}, above {ref_text}."
+        )
     elif dist.median is not None and dist.median < reference:
         verdict = INCONCLUSIVE
         statement = (

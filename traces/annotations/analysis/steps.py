@@ -227,7 +227,9 @@ def build_step(
                         ),
                         result=result_preview,
                         is_error=bool(isinstance(result, dict) and result.get("is_error")),
-                        spawned_agent=spawns.get(tool_id) if name in SPAWN_TOOLS or tool_id in spawns else None,
+                        spawned_agent=spawns.get(tool_id)
+                        if name in SPAWN_TOOLS or tool_id in spawns
+                        else None,
                     ),
                 )
             )

@@ -1,0 +1,122 @@
+"""Analytics API: the numbers behind each chart (cached, computed in jobs) and the cycle calculator."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.models import Role
+from traces.analysis.cycle import CycleInputError, CycleParams, evaluate
+from traces.analytics import selectors
+from traces.analytics.api.serializers import (
+    AnalyticsEnvelopeSerializer,
+    CycleRequestSerializer,
+    CycleResponseSerializer,
+)
+from traces.analytics.forms import AnalyticsFilterForm
+from traces.analytics.services import analytics_refresh_queue
+
+SECTIONS = {
+    "cost-curve": ["cost_curve"],
+    "growth": ["growth"],
+    "read-amplification": ["amplification"],
+    "steps": ["steps"],
+    "compactions": ["compactions"],
+    "cycle-parameters": ["cycle_parameters", "cycle", "task_types"],
+    "reference-coverage": ["coverage"],
+    "incidents": ["incidents"],
+}
+FILTER_PARAMETERS = [
+    OpenApiParameter("started_after", str, description="YYYY-MM-DD (call date)"),
+    OpenApiParameter("started_before", str, description="YYYY-MM-DD (call date)"),
+    OpenApiParameter("harness", str, description="claude-code, codex or otlp"),
+    OpenApiParameter("model", str, description="model name contains"),
+    OpenApiParameter("project", str, description="project contains"),
+    OpenApiParameter(
+        "task_type",
+        str,
+        description="building, research, qa, pr_to_merge, code_understanding, unclassified",
+    ),
+    OpenApiParameter("band", int, description="band width in tokens (default 25,000)"),
+    OpenApiParameter(
+        "upper_from", int, description="D is measured from this context up (default 150,000)"
+    ),
+    OpenApiParameter(
+        "fork_bound",
+        int,
+        description="a subagent starting above this is flagged as forked (default 100,000)",
+    ),
+]
+
+
+class AnalyticsSectionView(APIView):
+    """One analysis for the given filters. 200 with the numbers when computed; otherwise 202
+    with the job computing them (analytics never run inside a request)."""
+
+    section = ""
+    write_role = Role.VIEWER
+
+    @extend_schema(
+        parameters=FILTER_PARAMETERS,
+        responses={200: AnalyticsEnvelopeSerializer, 202: AnalyticsEnvelopeSerializer},
+    )
+    def get(self, request):
+        form = AnalyticsFilterForm(request.query_params)
+        if request.query_params and not form.is_valid():
+            return Response(
+                {k: v for k, v in form.errors.items()}, status=status.HTTP_400_BAD_REQUEST
+            )
+        filters = form.filters()
+        stored = selectors.result_for(workspace=request.workspace, filters=filters)
+        stale = stored is not None and stored.data_version != request.workspace.data_version
+        if stored is None or stale:
+            job = analytics_refresh_queue(
+                workspace=request.workspace, filters=filters, user=request.user
+            )
+            if stored is None:
+                return Response(
+                    {
+                        "status": "computing",
+                        "job_url": request.build_absolute_uri(f"/api/v1/jobs/{job.pk}/"),
+                    },
+                    status=status.HTTP_202_ACCEPTED,
+                )
+        result = {key: stored.result.get(key) for key in SECTIONS[self.section]}
+        return Response(
+            {
+                "status": "ok",
+                "stale": stale,
+                "data_version": stored.data_version,
+                "computed_at": stored.computed_at,
+                "filters": stored.filters,
+                "n_calls": stored.result.get("calls"),
+                "result": result if len(result) > 1 else next(iter(result.values())),
+            }
+        )
+
+
+class CompactionCycleView(APIView):
+    """The what-if calculator: the cycle model for given S, D, SUMM and P."""
+
+    write_role = Role.VIEWER
+
+    @extend_schema(
+        request=CycleRequestSerializer,
+        responses={200: CycleResponseSerializer},
+        summary="Compaction cycle model",
+    )
+    def post(self, request):
+        payload = CycleRequestSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        params = CycleParams(
+            data["post_compaction_tokens"],
+            data["growth_per_step"],
+            data["summary_tokens"],
+            data["penalty_steps"],
+        )
+        try:
+            result = evaluate(params, thresholds=data["thresholds"], points=data["points"])
+        except CycleInputError as exc:
+            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(result.as_dict())

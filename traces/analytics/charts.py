@@ -1,0 +1,315 @@
+"""Plotly figures for the analytics pages. Pure: analysis results (plain dicts) in, figure dicts out."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from governance.charts import PALETTE, base_layout, figure_dict
+
+BAD = "#a4262c"
+MUTED = "#8a96a3"
+
+
+def _k(value: float) -> str:
+    return f"{value / 1000:,.0f}k" if value >= 1000 else f"{value:,.0f}"
+
+
+def cost_curve(section: dict) -> dict:
+    x, y, n = section["bands"], section["median_cost"], section["agents"]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=x, y=y, mode="markers", name="median cumulative cost", marker={"size": 8},
+            customdata=n, hovertemplate="reaching %{x:,} tokens<br>median %{y:,.0f} tokens billed<br>n = %{customdata} agents<extra></extra>",
+        )
+    )  # fmt: skip
+    fit = section.get("fit")
+    if fit and x:
+        grid = np.geomspace(min(x), max(x), 50)
+        fig.add_trace(
+            go.Scatter(
+                x=grid, y=np.exp(fit["intercept"]) * grid ** fit["exponent"], mode="lines", name=f"fit: cost ∝ C^{fit['exponent']:.2f}",
+                line={"dash": "dash"}, hoverinfo="skip",
+            )
+        )  # fmt: skip
+    fig.update_layout(
+        **base_layout(
+            height=380,
+            xaxis={"title": "context reached (tokens, log)", "type": "log"},
+            yaxis={"title": "cumulative tokens billed (log)", "type": "log"},
+        )
+    )
+    return figure_dict(fig)
+
+
+def growth(section: dict) -> dict:
+    rows = section["rows"]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            x=[r["band"] for r in rows], y=[r["median"] for r in rows], name="median", customdata=[r["n"] for r in rows],
+            hovertemplate="from %{x:,} tokens<br>median +%{y:,.0f} tokens/step<br>n = %{customdata} steps<extra></extra>",
+            marker={"color": PALETTE[0]}, width=section["band"] * 0.8, offset=0,
+        )
+    )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=[r["band"] + section["band"] * 0.4 for r in rows],
+            y=[r["mean"] for r in rows],
+            mode="markers",
+            name="mean",
+            marker={"color": PALETTE[1]},
+        )
+    )
+    fig.update_layout(
+        **base_layout(
+            height=340,
+            xaxis={"title": "context before the step (band)"},
+            yaxis={"title": "context added per step (tokens)"},
+        )
+    )
+    return figure_dict(fig)
+
+
+def amplification(section: dict) -> dict:
+    rows = section["rows"]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=[r["band"] for r in rows], y=[r["ratio"] for r in rows], mode="lines+markers", name="tokens read ÷ output",
+            customdata=[r["n"] for r in rows], hovertemplate="band %{x:,}<br>%{y:,.0f} : 1<br>n = %{customdata} calls<extra></extra>",
+        )
+    )  # fmt: skip
+    if section.get("minimum_band") is not None:
+        low = next(r for r in rows if r["band"] == section["minimum_band"])
+        fig.add_trace(go.Scatter(x=[low["band"]], y=[low["ratio"]], mode="markers+text", text=[f"minimum {low['ratio']:,.0f}:1"], textposition="top center",
+                                 marker={"size": 13, "color": BAD, "symbol": "diamond"}, name="minimum"))  # fmt: skip
+    fig.update_layout(
+        **base_layout(
+            height=340,
+            xaxis={"title": "context band (tokens)"},
+            yaxis={"title": "tokens read per output token", "type": "log"},
+        )
+    )
+    return figure_dict(fig)
+
+
+def steps(section: dict) -> dict:
+    fig = go.Figure()
+    for key, color in (("main", PALETTE[0]), ("subagents", PALETTE[1])):
+        data = section[key]
+        if not data["agents"]:
+            continue
+        values = np.array(data["histogram"])
+        edges = np.unique(np.geomspace(1, max(values.max(), 2) + 1, 30).astype(int))
+        counts, _ = np.histogram(values, bins=edges)
+        fig.add_trace(
+            go.Bar(
+                x=edges[:-1],
+                y=counts,
+                name=f"{data['group']} (n = {data['agents']})",
+                marker={"color": color},
+                opacity=0.75,
+            )
+        )
+        for label, value in (
+            ("median", data["median"]),
+            ("p90", data["p90"]),
+            ("p99", data["p99"]),
+        ):
+            fig.add_vline(
+                x=value,
+                line={"color": color, "dash": "dot", "width": 1},
+                annotation_text=f"{label} {value:,.0f}",
+                annotation_font_size=10,
+            )
+    fig.update_layout(
+        **base_layout(
+            height=360,
+            barmode="overlay",
+            xaxis={"title": "API calls per agent (log)", "type": "log"},
+            yaxis={"title": "agents"},
+        )
+    )
+    return figure_dict(fig)
+
+
+def compactions(section: dict) -> dict:
+    fig = go.Figure()
+    fig.add_trace(
+        go.Histogram(
+            x=section["pre"],
+            name=f"before (n = {section['n_pre']})",
+            opacity=0.7,
+            marker={"color": PALETTE[1]},
+        )
+    )
+    fig.add_trace(
+        go.Histogram(
+            x=section["post"],
+            name=f"after (n = {section['n_post']})",
+            opacity=0.7,
+            marker={"color": PALETTE[0]},
+        )
+    )
+    fig.update_layout(
+        **base_layout(
+            height=320,
+            barmode="overlay",
+            xaxis={"title": "context (tokens)"},
+            yaxis={"title": "compactions"},
+        )
+    )
+    return figure_dict(fig)
+
+
+def cycle(
+    model: dict, *, tail: dict | None = None, label: str = "f(T)", mark: list[float] | None = None
+) -> dict:
+    fig = go.Figure()
+    low, high = model["within_10pct"]
+    fig.add_vrect(
+        x0=low,
+        x1=high,
+        fillcolor="#15803d",
+        opacity=0.10,
+        line_width=0,
+        annotation_text="within 10% of optimum",
+        annotation_position="top left",
+    )
+    fig.add_vline(
+        x=model["floor_threshold"],
+        line={"color": BAD, "dash": "dash"},
+        annotation_text=f"floor {_k(model['floor_threshold'])}",
+        annotation_position="bottom right",
+    )
+    curve = np.array(model["curve"])
+    fig.add_trace(go.Scatter(x=curve[:, 0], y=curve[:, 1], mode="lines", name=label, line={"color": PALETTE[0], "width": 3},
+                             hovertemplate="T = %{x:,.0f}<br>%{y:,.0f} tokens per productive step<extra></extra>"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=[model["optimum_threshold"]], y=[model["optimum_cost_per_step"]], mode="markers+text", name="optimum T*",
+                             text=[f"T* = {_k(model['optimum_threshold'])}"], textposition="bottom center", marker={"size": 12, "color": PALETTE[0]}))  # fmt: skip
+    if tail:
+        tail_curve = np.array(tail["model"]["curve"])
+        fig.add_trace(go.Scatter(x=tail_curve[:, 0], y=tail_curve[:, 1], mode="lines", name=f"preserved {_k(tail['tail_tokens'])} tail (P = {tail['penalty_steps']:.0f})",
+                                 line={"color": PALETTE[2], "dash": "dash", "width": 2}))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[tail["model"]["optimum_threshold"]],
+                y=[tail["model"]["optimum_cost_per_step"]],
+                mode="markers",
+                name="tail optimum",
+                marker={"size": 10, "color": PALETTE[2]},
+            )
+        )
+    for threshold in mark or []:
+        fig.add_vline(
+            x=threshold,
+            line={"color": MUTED, "width": 1},
+            annotation_text=_k(threshold),
+            annotation_font_size=10,
+        )
+    top = float(np.nanmin(curve[:, 1])) * 3 if len(curve) else None
+    fig.update_layout(
+        **base_layout(
+            height=400,
+            xaxis={"title": "compaction threshold T (tokens)"},
+            yaxis={"title": "tokens per productive step", "range": [0, top] if top else None},
+        )
+    )
+    return figure_dict(fig)
+
+
+def sensitivity(
+    rows: list[dict], measured_p: float | None = None, p_ci=None, t_star_ci=None
+) -> dict:
+    p = [r["penalty_steps"] for r in rows]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=p + p[::-1], y=[r["within_10pct"][1] for r in rows] + [r["within_10pct"][0] for r in rows][::-1], fill="toself",
+                             fillcolor="rgba(21,128,61,0.12)", line={"width": 0}, name="within 10%", hoverinfo="skip"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=p, y=[r["optimum_threshold"] for r in rows], mode="lines+markers", name="optimum T*",
+                             hovertemplate="P = %{x}<br>T* = %{y:,.0f}<extra></extra>"))  # fmt: skip
+    if measured_p is not None:
+        error = None
+        if p_ci:
+            error = {
+                "type": "data",
+                "symmetric": False,
+                "array": [p_ci[1] - measured_p],
+                "arrayminus": [measured_p - p_ci[0]],
+            }
+        y = next((r["optimum_threshold"] for r in rows if r["penalty_steps"] == measured_p), None)
+        if y is None:
+            y = float(np.interp(measured_p, p, [r["optimum_threshold"] for r in rows]))
+        fig.add_trace(
+            go.Scatter(
+                x=[measured_p],
+                y=[y],
+                mode="markers",
+                error_x=error,
+                name="measured P (95% CI)",
+                marker={"size": 12, "color": BAD},
+            )
+        )
+    fig.update_layout(
+        **base_layout(
+            height=360,
+            xaxis={"title": "rediscovery penalty P (steps)"},
+            yaxis={"title": "optimal threshold T* (tokens)"},
+        )
+    )
+    return figure_dict(fig)
+
+
+def coverage(section: dict) -> dict:
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=section["grid"], y=section["coverage"], mode="lines+markers", name="coverage",
+                             hovertemplate="W = %{x:,}<br>%{y:.1%} of repeat references<extra></extra>"))  # fmt: skip
+    if section.get("asymptote") is not None:
+        fig.add_hline(
+            y=section["asymptote"],
+            line={"dash": "dash", "color": MUTED},
+            annotation_text=f"asymptote {section['asymptote']:.1%}",
+        )
+    if section.get("best_per_cost"):
+        best = section["best_per_cost"]
+        value = section["coverage"][section["grid"].index(best)]
+        fig.add_trace(go.Scatter(x=[best], y=[value], mode="markers+text", text=[f"best per cost {_k(best)}"], textposition="bottom right",
+                                 marker={"size": 12, "color": BAD}, name="best coverage per unit of cost"))  # fmt: skip
+    fig.update_layout(
+        **base_layout(
+            height=360,
+            xaxis={"title": "window W (tokens, log)", "type": "log"},
+            yaxis={"title": "repeat references within W", "tickformat": ".0%", "range": [0, 1]},
+        )
+    )
+    return figure_dict(fig)
+
+
+def incidents(section: dict) -> dict:
+    fig = go.Figure()
+    days = section["days"]
+    others = np.array(section["day_totals"], dtype=float)
+    for index, row in enumerate(section["top"]):
+        per_day = np.array(row["per_day"], dtype=float)
+        others = others - per_day
+        label = f"{row.get('label', row['agent'])}{' (fork)' if row.get('start_kind') == 'fork' else ''}"
+        fig.add_trace(
+            go.Bar(
+                x=days, y=per_day, name=label[:40], marker={"color": PALETTE[index % len(PALETTE)]}
+            )
+        )
+    fig.add_trace(
+        go.Bar(
+            x=days, y=np.maximum(others, 0), name="all other agents", marker={"color": "#c5ccd5"}
+        )
+    )
+    fig.update_layout(
+        **base_layout(
+            height=400,
+            barmode="stack",
+            xaxis={"title": "day (UTC)"},
+            yaxis={"title": "tokens billed", "tickformat": "~s"},
+        )
+    )
+    return figure_dict(fig)

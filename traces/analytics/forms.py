@@ -1,0 +1,83 @@
+"""Filters and parameters for the analytics pages, and the what-if calculator form."""
+
+from django import forms
+
+from traces.analysis.task_types import LABELS
+from traces.analytics.selectors import PARAMETER_DEFAULTS, AnalyticsFilters
+from traces.models import Harness
+
+DATE = forms.DateInput(attrs={"type": "date"})
+
+
+class AnalyticsFilterForm(forms.Form):
+    started_after = forms.DateField(required=False, label="From", widget=DATE)
+    started_before = forms.DateField(required=False, label="To", widget=DATE)
+    harness = forms.ChoiceField(required=False, choices=[("", "Any harness"), *Harness.choices])
+    model = forms.CharField(required=False, max_length=200)
+    project = forms.CharField(required=False, max_length=300)
+    task_type = forms.ChoiceField(
+        required=False, label="Task type", choices=[("", "Any task type"), *LABELS.items()]
+    )
+    band = forms.IntegerField(
+        required=False,
+        min_value=1000,
+        max_value=500_000,
+        label="Band (tokens)",
+        help_text=f"default {PARAMETER_DEFAULTS['band']:,}",
+    )
+    upper_from = forms.IntegerField(
+        required=False,
+        min_value=10_000,
+        max_value=2_000_000,
+        label="D measured from",
+        help_text=f"default {PARAMETER_DEFAULTS['upper_from']:,}",
+    )
+    fork_bound = forms.IntegerField(
+        required=False,
+        min_value=1000,
+        max_value=5_000_000,
+        label="Fork bound",
+        help_text=f"default {PARAMETER_DEFAULTS['fork_bound']:,}",
+    )
+
+    def filters(self) -> AnalyticsFilters:
+        data = self.cleaned_data if self.is_valid() else {}
+        values = {}
+        for name in ("started_after", "started_before"):
+            if data.get(name):
+                values[name] = data[name].isoformat()
+        for name in ("harness", "model", "project", "task_type"):
+            if data.get(name):
+                values[name] = data[name].strip()
+        for name in ("band", "upper_from", "fork_bound"):
+            if data.get(name):
+                values[name] = int(data[name])
+        return AnalyticsFilters(**values)
+
+
+class WhatIfForm(forms.Form):
+    post_compaction_tokens = forms.FloatField(min_value=1, label="S: post-compaction context")
+    growth_per_step = forms.FloatField(label="D: growth per step")
+    summary_tokens = forms.FloatField(min_value=0, label="SUMM: summary tokens")
+    penalty_steps = forms.FloatField(min_value=0, label="P: rediscovery penalty (steps)")
+    tail_tokens = forms.FloatField(min_value=0, required=False, label="Preserved tail (tokens)")
+    tail_penalty_steps = forms.FloatField(
+        min_value=0, required=False, label="P with the tail (steps)"
+    )
+    compare_low = forms.FloatField(required=False, min_value=1, label="Exchange rate from T")
+    compare_high = forms.FloatField(required=False, min_value=1, label="to T")
+
+    def clean_growth_per_step(self):
+        value = self.cleaned_data["growth_per_step"]
+        if value <= 0:
+            raise forms.ValidationError(
+                "D must be greater than 0: context has to grow for the cycle to exist."
+            )
+        return value
+
+    def clean(self):
+        data = super().clean()
+        low, high = data.get("compare_low"), data.get("compare_high")
+        if low and high and low >= high:
+            self.add_error("compare_high", "The second threshold must be larger than the first.")
+        return data

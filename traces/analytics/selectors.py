@@ -1,0 +1,303 @@
+"""Reads for analytics: columns as numpy arrays (never model instances), and cached results.
+
+On PostgreSQL the columns stream through `COPY (SELECT …) TO STDOUT` into pandas' C
+reader; elsewhere through a plain cursor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pandas as pd
+from django.db import connection
+
+from governance.models import Workspace
+from traces.analysis.compactions import CompactionColumns
+from traces.analysis.costs import CallColumns
+from traces.analysis.coverage import TouchColumns
+from traces.analysis.incidents import AgentRow
+from traces.analytics.models import AnalyticsResult
+
+FILTER_FIELDS = ("started_after", "started_before", "harness", "model", "project", "task_type")
+PARAMETER_DEFAULTS = {"band": 25_000, "upper_from": 150_000, "fork_bound": 100_000, "window": 25}
+
+
+@dataclass(frozen=True)
+class AnalyticsFilters:
+    started_after: str = ""  # YYYY-MM-DD, on the call's date
+    started_before: str = ""
+    harness: str = ""
+    model: str = ""
+    project: str = ""
+    task_type: str = ""
+    band: int = PARAMETER_DEFAULTS["band"]
+    upper_from: int = PARAMETER_DEFAULTS["upper_from"]
+    fork_bound: int = PARAMETER_DEFAULTS["fork_bound"]
+    window: int = PARAMETER_DEFAULTS["window"]
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(orjson.dumps(self.as_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+    def describe(self) -> str:
+        parts = [
+            f"{name.replace('_', ' ')} = {value}"
+            for name in FILTER_FIELDS
+            if (value := getattr(self, name))
+        ]
+        return "; ".join(parts) if parts else "all traces"
+
+
+def _where(workspace: Workspace, filters: AnalyticsFilters, alias: str = "c") -> tuple[str, list]:
+    clauses = [f"{alias}.workspace_id = %s"]
+    params: list = [workspace.pk]
+    if filters.started_after:
+        clauses.append(f"{alias}.timestamp >= %s")
+        params.append(f"{filters.started_after}T00:00:00+00:00")
+    if filters.started_before:
+        clauses.append(
+            f"{alias}.timestamp < %s::date + 1"
+            if connection.vendor == "postgresql"
+            else f"{alias}.timestamp < date(%s, '+1 day')"
+        )
+        params.append(filters.started_before)
+    if filters.model:
+        clauses.append(f"{alias}.model LIKE %s")
+        params.append(f"%{filters.model}%")
+    if filters.harness or filters.project:
+        session_clauses, session_params = [], []
+        if filters.harness:
+            session_clauses.append("s.harness = %s")
+            session_params.append(filters.harness)
+        if filters.project:
+            session_clauses.append("s.project LIKE %s")
+            session_params.append(f"%{filters.project}%")
+        clauses.append(
+            f"{alias}.session_id IN (SELECT s.id FROM traces_session s WHERE s.workspace_id = %s AND {' AND '.join(session_clauses)})"
+        )
+        params.extend([workspace.pk, *session_params])
+    return " AND ".join(clauses), params
+
+
+def _frame(sql: str, params: list, columns: list[str]) -> pd.DataFrame:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            query = cursor.cursor.mogrify(sql, params)
+            buffer = io.BytesIO()
+            with cursor.cursor.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)") as copy:
+                for chunk in copy:
+                    buffer.write(chunk)
+        buffer.seek(0)
+        if buffer.getbuffer().nbytes == 0:
+            return pd.DataFrame(columns=columns)
+        return pd.read_csv(buffer, header=None, names=columns, keep_default_na=True)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _epoch(series: pd.Series) -> np.ndarray:
+    if len(series) == 0:
+        return np.zeros(0)
+    return pd.to_datetime(series, utc=True, format="mixed").astype("int64").to_numpy() / 1e9
+
+
+@dataclass
+class AnalyticsData:
+    calls: CallColumns
+    call_session: np.ndarray
+    call_task_type: np.ndarray
+    agents: dict[int, AgentRow]
+    compactions: CompactionColumns
+    touches: TouchColumns
+
+
+def load(workspace: Workspace, filters: AnalyticsFilters) -> AnalyticsData:
+    where, params = _where(workspace, filters)
+    calls = _frame(
+        f"SELECT c.agent_id, c.agent_index, c.session_index, c.session_id, c.context_tokens, "
+        f"c.input_tokens + c.cache_creation_tokens + c.cache_read_tokens + c.output_tokens, c.output_tokens, c.timestamp "
+        f"FROM traces_call c WHERE {where}",
+        params,
+        [
+            "agent",
+            "position",
+            "session_index",
+            "session",
+            "context",
+            "billed",
+            "output",
+            "timestamp",
+        ],
+    ).sort_values(["agent", "position"], kind="stable")
+    runs = _frame(
+        'SELECT r.id, r.agent_id, r.first_call_index, r.last_call_index, r.task_type, r.started_by_id, r."index" '
+        "FROM traces_run r WHERE r.workspace_id = %s",
+        [workspace.pk],
+        ["id", "agent", "first", "last", "task_type", "started_by", "index"],
+    )
+    agent_ids = calls["agent"].to_numpy(dtype=np.int64)
+    session_positions = calls["session_index"].to_numpy(dtype=np.int64)
+    run_ids, task_types = _runs_for_calls(agent_ids, session_positions, runs)
+    keep = np.ones(len(calls), dtype=bool)
+    if filters.task_type:
+        keep = task_types == filters.task_type
+    columns = CallColumns(
+        agent=agent_ids[keep],
+        run=run_ids[keep],
+        context=calls["context"].to_numpy(dtype=np.int64)[keep],
+        billed=calls["billed"].to_numpy(dtype=np.int64)[keep],
+        output=calls["output"].to_numpy(dtype=np.int64)[keep],
+        timestamp=_epoch(calls["timestamp"])[keep],
+    )
+    call_session = calls["session"].to_numpy(dtype=np.int64)[keep]
+    agents = _agents(workspace, np.unique(columns.agent), columns)
+    compactions = _compactions(workspace, filters, columns, session_positions[keep], runs)
+    touches = _touches(workspace, filters, np.unique(columns.agent))
+    return AnalyticsData(columns, call_session, task_types[keep], agents, compactions, touches)
+
+
+def _runs_for_calls(
+    agent: np.ndarray, session_position: np.ndarray, runs: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """Map each call (by agent and session index) to its run id and task type."""
+    run_ids = np.full(len(agent), -1, dtype=np.int64)
+    task_types = np.full(len(agent), "unclassified", dtype=object)
+    if len(agent) == 0 or len(runs) == 0:
+        return run_ids, task_types
+    runs = runs.sort_values(["agent", "first"])
+    keys = runs["agent"].to_numpy(dtype=np.int64) * (1 << 32) + runs["first"].to_numpy(
+        dtype=np.int64
+    )
+    call_keys = agent * (1 << 32) + session_position
+    position = np.searchsorted(keys, call_keys, side="right") - 1
+    valid = position >= 0
+    candidate = np.where(valid, position, 0)
+    same_agent = runs["agent"].to_numpy(dtype=np.int64)[candidate] == agent
+    within = session_position <= runs["last"].to_numpy(dtype=np.int64)[candidate]
+    hit = valid & same_agent & within
+    run_ids[hit] = runs["id"].to_numpy(dtype=np.int64)[candidate[hit]]
+    task_types[hit] = runs["task_type"].to_numpy(dtype=object)[candidate[hit]]
+    return run_ids, task_types
+
+
+def _agents(
+    workspace: Workspace, agent_ids: np.ndarray, columns: CallColumns
+) -> dict[int, AgentRow]:
+    if len(agent_ids) == 0:
+        return {}
+    frame = _frame(
+        "SELECT a.id, a.session_id, a.external_id, a.description, a.kind, a.start_kind, COALESCE(a.initial_context, 0) "
+        "FROM traces_agent a WHERE a.workspace_id = %s",
+        [workspace.pk],
+        ["id", "session", "external_id", "description", "kind", "start_kind", "initial_context"],
+    )
+    frame = frame[frame["id"].isin(agent_ids)]
+    counts = pd.Series(columns.billed).groupby(columns.agent).agg(["size", "sum"])
+    rows = {}
+    for record in frame.itertuples(index=False):
+        calls, tokens = counts.loc[record.id] if record.id in counts.index else (0, 0)
+        label = (
+            "main"
+            if record.kind == "main"
+            else (
+                str(record.description)
+                if isinstance(record.description, str) and record.description
+                else str(record.external_id)
+            )
+        )
+        rows[int(record.id)] = AgentRow(
+            int(record.id),
+            int(record.session),
+            label[:80],
+            str(record.kind),
+            str(record.start_kind),
+            int(record.initial_context),
+            int(calls),
+            float(tokens),
+        )
+    return rows
+
+
+def _compactions(
+    workspace: Workspace,
+    filters: AnalyticsFilters,
+    columns: CallColumns,
+    session_positions: np.ndarray,
+    runs: pd.DataFrame,
+) -> CompactionColumns:
+    frame = _frame(
+        "SELECT k.id, k.agent_id, k.after_call_index, k.pre_tokens, k.post_tokens, k.summary_tokens, k.duration_ms "
+        "FROM traces_compaction k WHERE k.workspace_id = %s AND k.kind = 'full'",
+        [workspace.pk],
+        ["id", "agent", "after", "pre", "post", "summary", "duration"],
+    )
+    agents = set(np.unique(columns.agent).tolist())
+    frame = frame[frame["agent"].isin(agents)]
+    # The first call after each compaction, as a row position in `columns`.
+    lookup = {
+        (int(a), int(p)): i
+        for i, (a, p) in enumerate(
+            zip(columns.agent.tolist(), session_positions.tolist(), strict=True)
+        )
+    }
+    after_rows = np.array(
+        [
+            lookup.get((int(a), int(p)), -1) if pd.notna(p) else -1
+            for a, p in zip(frame["agent"], frame["after"], strict=True)
+        ],
+        dtype=np.int64,
+    )
+    before_type = {}
+    if len(runs):
+        ordered = runs.sort_values(["agent", "index"])
+        for _agent, group in ordered.groupby("agent"):
+            previous = None
+            for record in group.itertuples(index=False):
+                if pd.notna(record.started_by) and previous is not None:
+                    before_type[int(record.started_by)] = previous
+                previous = record.task_type
+    task_type = np.array(
+        [before_type.get(int(pk), "unclassified") for pk in frame["id"]], dtype=object
+    )
+    compactions = CompactionColumns(
+        agent=frame["agent"].to_numpy(dtype=np.int64),
+        after_position=after_rows,
+        pre=frame["pre"].to_numpy(dtype=np.float64),
+        post=frame["post"].to_numpy(dtype=np.float64),
+        summary=frame["summary"].to_numpy(dtype=np.float64),
+        duration_ms=frame["duration"].to_numpy(dtype=np.float64),
+        task_type=task_type,
+    )
+    if filters.task_type:
+        compactions = compactions.subset(task_type == filters.task_type)
+    return compactions
+
+
+def _touches(
+    workspace: Workspace, filters: AnalyticsFilters, agent_ids: np.ndarray
+) -> TouchColumns:
+    frame = _frame(
+        "SELECT t.agent_id, t.run_index, t.path, t.token_position FROM traces_filetouch t WHERE t.workspace_id = %s",
+        [workspace.pk],
+        ["agent", "run", "path", "position"],
+    )
+    frame = frame[frame["agent"].isin(agent_ids)]
+    return TouchColumns(
+        agent=frame["agent"].to_numpy(dtype=np.int64),
+        run=frame["run"].to_numpy(dtype=np.int64),
+        path=pd.factorize(frame["path"])[0].astype(np.int64),
+        position=frame["position"].to_numpy(dtype=np.int64),
+    )
+
+
+def result_for(*, workspace: Workspace, filters: AnalyticsFilters) -> AnalyticsResult | None:
+    return AnalyticsResult.objects.filter(workspace=workspace, filter_key=filters.key).first()

@@ -1,0 +1,11 @@
+"""Thin Celery task for trace analytics."""
+
+from celery import shared_task
+
+from governance.services import job_run
+from traces.analytics import services
+
+
+@shared_task(name="traces.compute_analytics", time_limit=1800, acks_late=True)
+def compute_analytics(job_id: int) -> None:
+    job_run(job_id=job_id, work=services.analytics_job_run)

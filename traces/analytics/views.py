@@ -1,0 +1,301 @@
+"""Analytics pages: one per theme, reading cached results; and the what-if calculator."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+
+from governance.htmx import htmx_partial
+from governance.models import Job, JobStatus, Role
+from governance.views import WorkspaceTemplateView
+from traces.analysis.cycle import (
+    CycleInputError,
+    CycleParams,
+    evaluate,
+    exchange_rate,
+    sensitivity,
+    tail_scenario,
+)
+from traces.analytics import charts, selectors
+from traces.analytics.forms import AnalyticsFilterForm, WhatIfForm
+from traces.analytics.services import JOB_KIND, SENSITIVITY_PENALTIES, analytics_refresh_queue
+
+THEMES = [
+    ("analytics:cost", "Cost of context"),
+    ("analytics:steps", "Steps per agent"),
+    ("analytics:compactions", "Compactions and threshold"),
+    ("analytics:coverage", "Reference coverage"),
+    ("analytics:incidents", "Incidents"),
+    ("analytics:what_if", "What-if calculator"),
+]
+SEED_FALLBACK = CycleParams(65_588, 1_470, 4_382, 28)
+
+
+class AnalyticsPage(WorkspaceTemplateView):
+    """A theme page: filters, the cached result for them, and its freshness."""
+
+    theme = ""
+    write_role = Role.VIEWER  # asking for a computation changes no data
+
+    def get_context_data(self, **kwargs):
+        form = AnalyticsFilterForm(self.request.GET or None)
+        filters = form.filters()
+        stored = selectors.result_for(workspace=self.workspace, filters=filters)
+        job = (
+            Job.objects.filter(workspace=self.workspace, kind=JOB_KIND, params__key=filters.key)
+            .order_by("-created_at")
+            .first()
+        )
+        running = (
+            job if job is not None and job.status in (JobStatus.QUEUED, JobStatus.RUNNING) else None
+        )
+        result = stored.result if stored else None
+        context = super().get_context_data(
+            form=form,
+            filters=filters,
+            stored=stored,
+            result=result,
+            stale=stored is not None and stored.data_version != self.workspace.data_version,
+            running=running,
+            failed=job
+            if job is not None and job.status == JobStatus.FAILED and stored is None
+            else None,
+            themes=[
+                (name, label, reverse(name, args=[self.workspace.slug])) for name, label in THEMES
+            ],
+            theme=self.theme,
+            query=self.request.GET.urlencode(),
+            **kwargs,
+        )
+        if result is not None:
+            context.update(self.figures(result))
+        return context
+
+    def figures(self, result: dict) -> dict:
+        return {}
+
+    def post(self, request, *args, **kwargs):
+        form = AnalyticsFilterForm(request.POST)
+        job = analytics_refresh_queue(
+            workspace=self.workspace, filters=form.filters(), user=request.user
+        )
+        messages.info(
+            request, f"Computing analytics for {form.filters().describe()} (job #{job.pk})."
+        )
+        query = urlencode(
+            {k: v for k, v in request.POST.items() if k != "csrfmiddlewaretoken" and v}
+        )
+        return redirect(request.path + (f"?{query}" if query else ""))
+
+
+class CostPage(AnalyticsPage):
+    template_name = "analytics/cost.html"
+    theme = "analytics:cost"
+
+    def figures(self, result):
+        fit = result["cost_curve"].get("fit")
+        return {
+            "doubling": 2 ** fit["exponent"] if fit else None,
+            "cost_figure": charts.cost_curve(result["cost_curve"]),
+            "growth_figure": charts.growth(result["growth"]),
+            "amplification_figure": charts.amplification(result["amplification"]),
+        }
+
+
+class StepsPage(AnalyticsPage):
+    template_name = "analytics/steps.html"
+    theme = "analytics:steps"
+
+    def figures(self, result):
+        return {"steps_figure": charts.steps(result["steps"])}
+
+
+class CompactionsPage(AnalyticsPage):
+    template_name = "analytics/compactions.html"
+    theme = "analytics:compactions"
+
+    def figures(self, result):
+        figures = {
+            "compactions_figure": charts.compactions(result["compactions"])
+            if result["compactions"]["count"]
+            else None
+        }
+        cycle = result.get("cycle")
+        if cycle:
+            measured = result["cycle_parameters"]
+            figures["cycle_figure"] = charts.cycle(cycle["model"], tail=cycle["tail"])
+            figures["sensitivity_figure"] = charts.sensitivity(
+                cycle["sensitivity"],
+                measured["penalty_steps"]["value"],
+                measured["penalty_steps"]["ci"],
+            )
+            params = CycleParams(**cycle["params"])
+            low, high = _exchange_thresholds(self.request, params)
+            try:
+                figures["exchange"] = exchange_rate(params, low, high).as_dict()
+            except CycleInputError as exc:
+                figures["exchange_error"] = str(exc)
+        return figures
+
+
+class CoveragePage(AnalyticsPage):
+    template_name = "analytics/coverage.html"
+    theme = "analytics:coverage"
+
+    def figures(self, result):
+        return {
+            "coverage_figure": charts.coverage(result["coverage"])
+            if result["coverage"]["repeats"]
+            else None
+        }
+
+
+class IncidentsPage(AnalyticsPage):
+    template_name = "analytics/incidents.html"
+    theme = "analytics:incidents"
+
+    def figures(self, result):
+        return {
+            "incidents_figure": charts.incidents(result["incidents"])
+            if result["incidents"]["days"]
+            else None
+        }
+
+
+def _exchange_thresholds(request, params: CycleParams) -> tuple[float, float]:
+    try:
+        low = float(request.GET.get("from_threshold") or 0)
+        high = float(request.GET.get("to_threshold") or 0)
+    except ValueError:
+        low = high = 0
+    if not (low and high and low < high):
+        low = max(
+            200_000.0, params.post_compaction + (params.penalty_steps + 5) * params.growth_per_step
+        )
+        high = max(600_000.0, low * 2)
+    return low, high
+
+
+class WhatIfPage(AnalyticsPage):
+    """The cycle model with your own S, D, SUMM, P and tail: redraws as you type (htmx)."""
+
+    template_name = "analytics/what_if.html"
+    theme = "analytics:what_if"
+
+    def get(self, request, *args, **kwargs):
+        context = self.get_context_data(**kwargs)
+        measured = (context["result"] or {}).get("cycle", {}).get("params")
+        base = CycleParams(**measured) if measured else SEED_FALLBACK
+        initial = {
+            "post_compaction_tokens": round(base.post_compaction),
+            "growth_per_step": round(base.growth_per_step),
+            "summary_tokens": round(base.summary),
+            "penalty_steps": round(base.penalty_steps, 1),
+            "tail_tokens": 60_000,
+            "tail_penalty_steps": round(base.penalty_steps / 2, 1),
+            "compare_low": 232_000,
+            "compare_high": 600_000,
+        }
+        submitted = {k: v for k, v in request.GET.items() if k in WhatIfForm.base_fields}
+        form = WhatIfForm({**{k: str(v) for k, v in initial.items()}, **submitted})
+        context.update(
+            what_if=form,
+            prefilled_from="your workspace's measured values"
+            if measured
+            else "seed 001's published values (no measured parameters yet)",
+        )
+        if form.is_valid():
+            context.update(_what_if(form.cleaned_data))
+        if htmx_partial(request):
+            return render(request, f"{self.template_name}#model", context)
+        return render(request, self.template_name, context)
+
+
+def _what_if(data: dict) -> dict:
+    params = CycleParams(
+        data["post_compaction_tokens"],
+        data["growth_per_step"],
+        data["summary_tokens"],
+        data["penalty_steps"],
+    )
+    try:
+        marks = [v for v in (data.get("compare_low"), data.get("compare_high")) if v]
+        model = evaluate(params, thresholds=[m for m in marks if m > params.post_compaction])
+    except CycleInputError as exc:
+        return {"what_if_error": f"{exc.field}: {exc}"}
+    tail = None
+    if data.get("tail_tokens"):
+        tail_params = tail_scenario(
+            params, data["tail_tokens"], data.get("tail_penalty_steps") or 0
+        )
+        tail = {
+            "tail_tokens": data["tail_tokens"],
+            "penalty_steps": tail_params.penalty_steps,
+            "model": evaluate(tail_params).as_dict(),
+        }
+    exchange = None
+    exchange_error = None
+    if data.get("compare_low") and data.get("compare_high"):
+        try:
+            exchange = exchange_rate(params, data["compare_low"], data["compare_high"]).as_dict()
+        except CycleInputError as exc:
+            exchange_error = str(exc)
+    table = sensitivity(params, sorted({*SENSITIVITY_PENALTIES, round(params.penalty_steps, 1)}))
+    return {
+        "model": model.as_dict(),
+        "tail": tail,
+        "exchange": exchange,
+        "exchange_error": exchange_error,
+        "sensitivity_rows": table,
+        "what_if_figure": charts.cycle(model.as_dict(), tail=tail, mark=marks),
+        "what_if_sensitivity": charts.sensitivity(table, params.penalty_steps),
+        "tail_ratio": (tail["model"]["optimum_cost_per_step"] / model.optimum_cost_per_step)
+        if tail
+        else None,
+    }
+
+
+CSV_TABLES = {
+    "cost-curve": ("cost_curve", ["band", "median_cost", "agents"], lambda s: zip(s["bands"], s["median_cost"], s["agents"], strict=True)),
+    "growth": ("growth", ["band", "n", "median", "mean"], lambda s: ((r["band"], r["n"], r["median"], r["mean"]) for r in s["rows"])),
+    "read-amplification": ("amplification", ["band", "n", "ratio", "read", "output"], lambda s: ((r["band"], r["n"], r["ratio"], r["read"], r["output"]) for r in s["rows"])),
+    "steps": ("steps", ["group", "calls_per_agent"], lambda s: ((k, v) for k in ("main", "subagents") for v in s[k]["histogram"])),
+    "compactions": ("compactions", ["pre", "post"], lambda s: zip(s["pre"], s["post"] + [None] * (len(s["pre"]) - len(s["post"])), strict=False)),
+    "reference-coverage": ("coverage", ["window", "coverage"], lambda s: zip(s["grid"], s["coverage"], strict=False)),
+    "incidents": ("incidents", ["agent", "label", "kind", "start_kind", "initial_context", "tokens", "share"],
+                  lambda s: ((r.get("agent"), r.get("label"), r.get("kind"), r.get("start_kind"), r.get("initial_context"), r["tokens"], r["share"]) for r in s["top"])),
+    "task-types": ("task_types", ["task_type", "compactions", "calls", "S", "D", "SUMM", "P", "optimum_threshold"],
+                   lambda s: ((r["task_type"], r["compactions"], r["calls"], r["S"], r["D"], r["SUMM"], r["P"], r["optimum_threshold"]) for r in s)),
+}  # fmt: skip
+
+
+class CsvView(AnalyticsPage):
+    def get(self, request, *args, **kwargs):
+        name = kwargs["name"]
+        if name not in CSV_TABLES:
+            return HttpResponse(
+                f"Unknown table {name!r}; choose one of {', '.join(CSV_TABLES)}.",
+                status=404,
+                content_type="text/plain",
+            )
+        context = self.get_context_data()
+        if context["result"] is None:
+            return HttpResponse(
+                "Not computed yet for these filters.", status=404, content_type="text/plain"
+            )
+        key, header, rows = CSV_TABLES[name]
+        response = HttpResponse(content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+        writer = csv.writer(response)
+        writer.writerow(header)
+        for row in rows(context["result"][key]):
+            writer.writerow(
+                ["" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in row]
+            )
+        return response
