@@ -112,9 +112,15 @@ def penalty_per_compaction(
         typical = agent_median.get(int(comp.agent[i]), np.nan)
         if not np.isfinite(typical) or typical <= 0:
             continue
-        stop = min(landing + 1 + window, agent_end[int(comp.agent[i])])
+        # The first step after the compaction ingests (landing context − post size) when the
+        # harness records the post size apart from the landing call; then the next steps.
+        first = []
+        post = comp.post[i]
+        if np.isfinite(post) and cols.context[landing] > post:
+            first = [float(cols.context[landing] - post)]
+        stop = min(landing + 1 + window - len(first), agent_end[int(comp.agent[i])])
         steps = growth[landing + 1 : stop]
-        steps = steps[np.isfinite(steps)]
+        steps = np.r_[first, steps[np.isfinite(steps)]]
         if len(steps) < window // 2:
             continue  # the agent stopped too soon after compacting to measure
         result[i] = float(steps.sum() / typical - len(steps))

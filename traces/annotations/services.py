@@ -172,7 +172,8 @@ def divergence_mark(
 
     One current mark per annotator per run: a second mark replaces the first, which is kept
     (with `replaced_at`) and linked from the new one. Marking the same thing again changes
-    nothing. Finishes the annotator's place on any queue item for this run.
+    nothing (the mark comes back with `unchanged = True`). Finishes the annotator's place on
+    any queue item for this run.
     """
     workspace = session.workspace
     _require_role(workspace, annotator, ANNOTATE_ROLE, "Marking a divergence")
@@ -198,6 +199,7 @@ def divergence_mark(
         }
         if current is not None and all(getattr(current, k) == v for k, v in values.items()):
             _finish_slots(run=target, user=annotator, outcome=SlotOutcome.MARKED)
+            current.unchanged = True
             return current
         now = timezone.now()
         if current is not None:
@@ -218,6 +220,7 @@ def divergence_mark(
         )
         mark.full_clean(exclude=["replaces", "based_on"])
         mark.save()
+        mark.unchanged = False
         audit_record(
             workspace=workspace,
             actor=annotator,
@@ -237,9 +240,9 @@ def divergence_mark(
 
 
 def _finish_slots(*, run: Run, user, outcome: str) -> int:
-    return QueueSlot.objects.filter(
-        item__run=run, annotator=user, finished_at__isnull=True
-    ).update(finished_at=timezone.now(), outcome=outcome)
+    return QueueSlot.objects.filter(item__run=run, annotator=user, finished_at__isnull=True).update(
+        finished_at=timezone.now(), outcome=outcome
+    )
 
 
 def divergence_adjudicate(

@@ -1,0 +1,218 @@
+"""Pure analyses on generated corpora with planted values, and their edge cases."""
+
+import numpy as np
+import pytest
+
+from traces.analysis.compactions import CompactionColumns, compaction_summary, cycle_parameters
+from traces.analysis.costs import (
+    CallColumns,
+    cost_curve,
+    growth_by_band,
+    read_amplification,
+    step_distribution,
+)
+from traces.analysis.coverage import TouchColumns, coverage, repeat_distances
+from traces.analysis.cycle import CycleParams
+from traces.formats.claude_code import ClaudeCodeParser
+from traces.formats.records import CallRecord, CompactionRecord
+from traces.synthetic import CorpusParams, generate_corpus, growth_at
+
+
+def columns_from(params: CorpusParams):
+    """Parse generated transcripts and build columns the way the selectors do (runs split at compactions)."""
+    agents, calls, compactions = {}, [], []
+    for generated in generate_corpus(params):
+        for record in ClaudeCodeParser("g.jsonl").parse(generated.lines):
+            if isinstance(record, CallRecord):
+                agent = agents.setdefault((record.session_id, record.agent_id), len(agents))
+                billed = (
+                    record.input_tokens
+                    + record.cache_creation_tokens
+                    + record.cache_read_tokens
+                    + record.output_tokens
+                )
+                calls.append(
+                    (
+                        agent,
+                        record.timestamp.timestamp(),
+                        record.context_tokens,
+                        billed,
+                        record.output_tokens,
+                    )
+                )
+            elif isinstance(record, CompactionRecord):
+                agent = agents.setdefault((record.session_id, record.agent_id), len(agents))
+                compactions.append(
+                    (
+                        agent,
+                        record.timestamp.timestamp(),
+                        record.pre_tokens,
+                        record.post_tokens,
+                        record.summary_tokens,
+                        record.duration_ms,
+                    )
+                )
+    calls.sort()
+    table = np.array(calls, dtype=float)
+    agent, stamp = table[:, 0].astype(np.int64), table[:, 1]
+    run = agent * 10_000
+    after = []
+    for a, t, *_ in compactions:
+        later = np.flatnonzero((agent == a) & (stamp > t))
+        run[later] += 1
+        after.append(later[0] if len(later) else -1)
+    cols = CallColumns(
+        agent,
+        run,
+        table[:, 2].astype(np.int64),
+        table[:, 3].astype(np.int64),
+        table[:, 4].astype(np.int64),
+        stamp,
+    )
+    c = np.array(compactions, dtype=float).reshape(-1, 6)
+    comp = CompactionColumns(
+        c[:, 0].astype(np.int64),
+        np.array(after, dtype=np.int64),
+        c[:, 2],
+        c[:, 3],
+        c[:, 4],
+        c[:, 5],
+        np.array(["building"] * len(c), dtype=object),
+    )
+    return cols, comp
+
+
+def test_planted_power_law_exponent_is_recovered():
+    planted = 2.55
+    params = CorpusParams(
+        sessions=25,
+        seed=3,
+        exponent=planted,
+        start_context=(800, 1200),
+        subagents_per_session=(0, 0),
+        threshold=2_000_000,
+        steps_per_session=(500, 700),
+        growth_noise=0.15,
+    )
+    cols, _ = columns_from(params)
+    curve = cost_curve(cols)
+    assert curve.fit is not None and curve.fit.n_points >= 10
+    assert curve.fit.exponent == pytest.approx(planted, abs=0.08)  # stated tolerance: ±0.08
+    assert curve.fit.ci[0] - 0.08 <= planted <= curve.fit.ci[1] + 0.08
+    assert curve.fit.r_squared > 0.99
+
+
+def test_planted_growth_per_step_is_recovered_by_band():
+    params = CorpusParams(
+        sessions=20,
+        seed=4,
+        exponent=2.55,
+        rediscovery_factor=1.0,
+        subagents_per_session=(0, 0),
+        threshold=2_000_000,
+        steps_per_session=(500, 700),
+        growth_noise=0.2,
+    )
+    cols, _ = columns_from(params)
+    rows = {row.band: row for row in growth_by_band(cols).rows}
+    for band in (50_000, 100_000, 200_000):
+        expected = growth_at(band + 12_500, params)  # the middle of the band
+        assert rows[band].median == pytest.approx(expected, rel=0.08), band  # stated tolerance: ±8%
+
+
+def test_planted_cycle_parameters_are_recovered():
+    # Constant growth (exponent 2), so the agent's own median growth is about D, and the 25
+    # rediscovery steps at 2.2× plant P = 25 × 1.2 = 30 step-equivalents. Cycles are long
+    # (600k threshold), so rediscovery barely moves the agent's median (stated tolerance ±3).
+    params = CorpusParams(sessions=20, seed=9, exponent=2.0, growth_at_100k=1_500, rediscovery_steps=25, rediscovery_factor=2.2,
+                          threshold=600_000, post_compaction=60_000, subagents_per_session=(0, 0), steps_per_session=(1500, 1800), growth_noise=0.2)  # fmt: skip
+    cols, comp = columns_from(params)
+    measured = cycle_parameters(cols, comp, upper_from=100_000, bootstrap=300)
+    assert measured.usable, measured.reasons
+    assert measured.compactions >= 20
+    assert measured.penalty_steps.value == pytest.approx(30, abs=3)
+    assert measured.penalty_steps.ci[0] <= 30 <= measured.penalty_steps.ci[1] + 1
+    assert measured.post_compaction.value == pytest.approx(60_000, rel=0.05)
+    assert measured.growth_per_step.value == pytest.approx(1_500, rel=0.05)
+    assert measured.optimum_ci[0] < measured.optimum_threshold < measured.optimum_ci[1]
+    lo, hi = measured.penalty_optimum_ci
+    assert lo <= measured.optimum_threshold <= hi
+
+
+def one_agent(contexts, outputs=None, runs=None):
+    n = len(contexts)
+    context = np.asarray(contexts, dtype=np.int64)
+    output = np.asarray(outputs if outputs is not None else [100] * n, dtype=np.int64)
+    return CallColumns(
+        np.zeros(n, dtype=np.int64),
+        np.asarray(runs if runs is not None else [0] * n, dtype=np.int64),
+        context,
+        context + output,
+        output,
+        np.arange(n, dtype=float),
+    )
+
+
+def test_no_compactions_refuses_the_cycle_parameters():
+    cols = one_agent(list(range(10_000, 400_000, 2_000)))
+    empty = CompactionColumns(
+        *(np.zeros(0, dtype=t) for t in (np.int64, np.int64, float, float, float, float, object))
+    )
+    measured = cycle_parameters(cols, empty, bootstrap=50)
+    assert not measured.usable and measured.params() is None
+    assert (
+        measured.reasons[0]
+        == "Only 0 compactions (fewer than 10): P, S and SUMM cannot be estimated."
+    )
+    assert compaction_summary(empty).count == 0
+
+
+def test_one_agent_and_one_band():
+    cols = one_agent([1_000 + 100 * i for i in range(50)])  # all below 25k
+    curve = cost_curve(cols)
+    assert curve.fit is None and "Fewer than 3 bands" in curve.message
+    growth = growth_by_band(cols)
+    assert [(r.band, r.n, r.median) for r in growth.rows] == [(0, 49, 100.0)]
+    amp = read_amplification(cols)
+    assert amp.minimum_band == 0 and len(amp.rows) == 1
+    assert cost_curve(CallColumns.empty()).message == "No calls match these filters."
+
+
+def test_cost_curve_on_a_known_sequence():
+    # One agent growing 10k per call from 10k: it first reaches 25k at the 2nd call (context 20k? no: 30k at call 3).
+    cols = one_agent(
+        [10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 80_000], outputs=[0] * 8
+    )
+    curve = cost_curve(cols, min_agents=1)
+    assert curve.bands == [25_000, 50_000, 75_000]
+    assert curve.median_cost == [60_000, 150_000, 360_000]  # cumulative context at 30k, 50k, 80k
+
+
+def test_growth_ignores_compaction_drops():
+    cols = one_agent([100_000, 102_000, 104_000, 40_000, 41_000], runs=[0, 0, 0, 1, 1])
+    before = {r.band: r.median for r in growth_by_band(cols, min_steps=1).rows}
+    assert before == {100_000: 2_000.0, 25_000: 1_000.0}
+
+
+def test_step_distribution():
+    stats = step_distribution(np.array([1] * 90 + [100] * 10), "x")
+    assert (stats.median, stats.max, stats.agents, stats.calls) == (1.0, 100, 100, 1090)
+    assert stats.top_decile_share == pytest.approx(1000 / 1090)
+    assert step_distribution(np.array([]), "none").median is None
+
+
+def test_coverage_from_crafted_touches():
+    # agent 0: a.py at 0, 40k, 300k (same run) -> distances 40k, 260k; b.py at 10k, then after a compaction -> unreachable
+    touches = TouchColumns(
+        agent=np.array([0, 0, 0, 0, 0]), run=np.array([0, 0, 0, 0, 1]),
+        path=np.array([1, 1, 1, 2, 2]), position=np.array([0, 40_000, 300_000, 10_000, 500_000]),
+    )  # fmt: skip
+    distances, repeats = repeat_distances(touches)
+    assert sorted(distances.tolist()) == [40_000, 260_000] and repeats == 3
+    result = coverage(touches, grid=[50_000, 300_000], cycle=CycleParams(65_588, 1_470, 4_382, 28))
+    assert result.coverage == [pytest.approx(1 / 3), pytest.approx(2 / 3)]
+    assert result.asymptote == pytest.approx(2 / 3)
+    assert result.best_per_cost in (50_000, 300_000)
+    assert coverage(
+        TouchColumns(*(np.zeros(0, dtype=np.int64) for _ in range(4)))
+    ).message.startswith("No file was touched twice")
