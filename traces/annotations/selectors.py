@@ -380,6 +380,12 @@ def open_assignment(*, queue: AnnotationQueue, user) -> QueueSlot | None:
     )
 
 
+def open_assignments(*, workspace: Workspace, user) -> QuerySet[QueueSlot]:
+    return QueueSlot.objects.filter(
+        item__queue__workspace=workspace, annotator=user, finished_at=None
+    ).select_related("item__run")
+
+
 def assignment_for_run(*, run: Run, user) -> QueueSlot | None:
     return (
         QueueSlot.objects.filter(item__run=run, annotator=user, finished_at=None)
