@@ -155,7 +155,9 @@ def band_figure(table: BandTable) -> dict:
                 name=class_label(slug),
                 marker={"color": CLASS_COLOURS[slug]},
                 customdata=[[b.n] for b in table.bands],
-                hovertemplate="%{x}: %{y} of %{customdata[0]}<extra>" + class_label(slug) + "</extra>",
+                hovertemplate="%{x}: %{y} of %{customdata[0]}<extra>"
+                + class_label(slug)
+                + "</extra>",
             )
         )
     fig.update_layout(

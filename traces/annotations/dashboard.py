@@ -10,7 +10,9 @@ from traces.annotations.models import AnnotationQueue, Divergence, MarkKind, Que
 def card(workspace) -> DashboardCard:
     current = Divergence.objects.filter(workspace=workspace, replaced_at__isnull=True)
     totals = current.aggregate(
-        marks=Count("id"), runs=Count("run", distinct=True), annotators=Count("annotator", distinct=True)
+        marks=Count("id"),
+        runs=Count("run", distinct=True),
+        annotators=Count("annotator", distinct=True),
     )
     queues = AnnotationQueue.objects.filter(workspace=workspace, status=QueueStatus.OPEN).count()
     queue_url = reverse("annotations:queue_list", args=[workspace.slug])

@@ -44,7 +44,9 @@ class MarkForm(forms.Form):
         help_text="Call numbers of earlier steps that show why, e.g. where the forgotten "
         "constraint was given: 12, 40. Press e on a step to add it.",
     )
-    note = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 3}))
+    note = forms.CharField(
+        required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 3})
+    )
 
     def clean_evidence(self):
         return parse_indexes(self.cleaned_data.get("evidence", ""))

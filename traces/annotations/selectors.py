@@ -355,9 +355,8 @@ def queues_for(*, workspace: Workspace) -> QuerySet[AnnotationQueue]:
     return (
         AnnotationQueue.objects.filter(workspace=workspace)
         .select_related("created_by")
-        .annotate(
-            items_count=Count("items", distinct=True),
-        )
+        .annotate(items_count=Count("items", distinct=True))
+        .order_by("-created_at", "-id")
     )
 
 

@@ -115,7 +115,9 @@ class ViewerView(WorkspaceTemplateView):
         for mark in visible:
             by_call.setdefault(mark.call_index, []).append(mark)
         queue_id = _int(request.GET.get("queue"))
-        base_query = {k: v for k, v in (("queue", queue_id), ("window", request.GET.get("window"))) if v}
+        base_query = {
+            k: v for k, v in (("queue", queue_id), ("window", request.GET.get("window"))) if v
+        }
         context = {
             "session": session,
             "agent": agent,
@@ -125,7 +127,11 @@ class ViewerView(WorkspaceTemplateView):
             "page": page,
             "steps": steps,
             "rows": [
-                {"step": s, "compaction": compactions.get(s.call_index), "marks": by_call.get(s.call_index, [])}
+                {
+                    "step": s,
+                    "compaction": compactions.get(s.call_index),
+                    "marks": by_call.get(s.call_index, []),
+                }
                 for s in steps
             ],
             "notice": notice,
@@ -139,7 +145,9 @@ class ViewerView(WorkspaceTemplateView):
             return render(request, f"{self.template_name}#steps", context)
         columns = selectors.strip(scope=scope)
         strip_marks = [
-            charts.StripMark(m.call_index, m.context_tokens, m.failure_class, m.kind == MarkKind.ADJUDICATION)
+            charts.StripMark(
+                m.call_index, m.context_tokens, m.failure_class, m.kind == MarkKind.ADJUDICATION
+            )
             for m in visible
         ]
         compaction_calls = [k for k in compactions if k in set(columns["index"])]
@@ -384,7 +392,9 @@ class QueueListView(WorkspaceTemplateView):
             data, queryset=Run.objects.filter(workspace=self.workspace), request=self.request
         )
         members = selectors.annotators_for(workspace=self.workspace)
-        users = get_user_model().objects.filter(pk__in=members.values("user_id")).order_by("username")
+        users = (
+            get_user_model().objects.filter(pk__in=members.values("user_id")).order_by("username")
+        )
         initial = {"annotators": [m.user_id for m in members]}
         if data is not None and not bind_form:  # a count preview keeps what was typed
             initial.update({k: data[k] for k in QueueForm.base_fields if data.get(k)})
@@ -521,7 +531,10 @@ class QueueFinishView(WorkspaceTemplateView):
         try:
             if outcome == "skip":
                 services.queue_skip(
-                    queue=queue, user=request.user, run_id=run_id, reason=request.POST.get("reason", "")
+                    queue=queue,
+                    user=request.user,
+                    run_id=run_id,
+                    reason=request.POST.get("reason", ""),
                 )
                 messages.info(request, "Skipped; someone else will take that run.")
             elif outcome == "no_divergence":
@@ -592,11 +605,19 @@ class DivergenceListView(WorkspaceListView):
             if filterset is not None and filterset.is_bound and filterset.is_valid()
             else self.get_queryset()
         )
-        width, basis, window = _band_width(self.request), _basis(self.request), _window_param(self.request)
+        width, basis, window = (
+            _band_width(self.request),
+            _basis(self.request),
+            _window_param(self.request),
+        )
         report = selectors.band_report(marks=marks, width=width, basis=basis, window=window)
         models = selectors.models_marked(points=report.points)
         lab_model = self.request.GET.get("lab_model") or (models[0][0] if models else "")
-        lab = selectors.lab_report(workspace=self.workspace, points=report.points, model=lab_model) if lab_model else None
+        lab = (
+            selectors.lab_report(workspace=self.workspace, points=report.points, model=lab_model)
+            if lab_model
+            else None
+        )
         lab_fig = None
         if lab and lab.comparison is not None:
             lab_fig = charts.lab_figure(lab.reference, lab.family, lab.contexts, lab.comparison)
@@ -605,14 +626,25 @@ class DivergenceListView(WorkspaceListView):
             values = [p.context for p in report.points if p.failure_class == slug]
             if values:
                 d = aggregates.distribution(values)
-                by_class.append({"slug": slug, "label": label, "n": d.n, "median": d.median, "q1": d.q1, "q3": d.q3})
+                by_class.append(
+                    {
+                        "slug": slug,
+                        "label": label,
+                        "n": d.n,
+                        "median": d.median,
+                        "q1": d.q1,
+                        "q3": d.q3,
+                    }
+                )
         params = self.request.GET.copy()
         for key in ("page", "sort"):
             params.pop(key, None)
         context.update(
             report=report,
             band_fig=charts.band_figure(report.table) if report.table.n else None,
-            dist_fig=charts.distribution_figure([p.context for p in report.points], report.distribution)
+            dist_fig=charts.distribution_figure(
+                [p.context for p in report.points], report.distribution
+            )
             if report.points
             else None,
             by_class=by_class,
@@ -686,4 +718,3 @@ class DivergenceBandsCsv(_CsvView):
         yield ["band_lower", "band_upper", "n", *report.table.classes]
         for band in report.table.bands:
             yield [band.lower, band.upper, band.n, *(band.counts[c] for c in report.table.classes)]
-

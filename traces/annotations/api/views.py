@@ -33,16 +33,16 @@ def _int_param(request, name: str, default: int, low: int, high: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ValidationError({name: f"'{raw}' is not a whole number."}) from None
+        raise ValidationError({name: [f"'{raw}' is not a whole number."]}) from None
     if not low <= value <= high:
-        raise ValidationError({name: f"Must be between {low:,} and {high:,}."})
+        raise ValidationError({name: [f"Must be between {low:,} and {high:,}."]})
     return value
 
 
 def _basis(request) -> str:
     basis = request.query_params.get("basis", "resolved")
     if basis not in {"resolved", "marks"}:
-        raise ValidationError({"basis": "Use resolved (one per run) or marks (every mark)."})
+        raise ValidationError({"basis": ["Use resolved (one per run) or marks (every mark)."]})
     return basis
 
 
@@ -103,11 +103,11 @@ class DivergenceViewSet(
         if data.get("agent") is not None:
             agent = Agent.objects.filter(session=session, pk=data["agent"]).first()
             if agent is None:
-                raise ValidationError({"agent": f"Agent {data['agent']} is not in this session."})
+                raise ValidationError({"agent": [f"Agent {data['agent']} is not in this session."]})
         if data.get("run") is not None:
             run = Run.objects.filter(session=session, pk=data["run"]).first()
             if run is None:
-                raise ValidationError({"run": f"Run {data['run']} is not in this session."})
+                raise ValidationError({"run": [f"Run {data['run']} is not in this session."]})
         mark = services.divergence_mark(
             session=session,
             annotator=request.user,
@@ -144,7 +144,7 @@ class DivergenceViewSet(
                 workspace=request.workspace, pk=data["adopt"], run=run
             ).first()
             if adopt is None:
-                raise ValidationError({"adopt": f"Mark {data['adopt']} is not on run {run.pk}."})
+                raise ValidationError({"adopt": [f"Mark {data['adopt']} is not on run {run.pk}."]})
         final = services.divergence_adjudicate(
             run=run,
             adjudicator=request.user,
@@ -266,7 +266,7 @@ class DivergenceVsLabView(APIView):
     def get(self, request):
         model = request.query_params.get("model", "").strip()
         if not model:
-            raise ValidationError({"model": "Name the model, e.g. ?model=claude-sonnet-4."})
+            raise ValidationError({"model": ["Name the model, e.g. ?model=claude-sonnet-4."]})
         window = _int_param(request, "window", 3, 0, 1000)
         marks = _filtered_marks(request)
         points, _ = selectors.resolved(marks=marks, window=window, basis=_basis(request))
@@ -358,7 +358,7 @@ class AnnotationQueueViewSet(
         }
         unknown = [name for name in data["annotators"] if name not in users]
         if unknown:
-            raise ValidationError({"annotators": f"No such user: {', '.join(unknown)}."})
+            raise ValidationError({"annotators": [f"No such user: {', '.join(unknown)}."]})
         queue = services.queue_build(
             workspace=request.workspace,
             actor=request.user,

@@ -1,0 +1,274 @@
+"""Pages: the viewer (windows, escaping, expand, subagent links, compactions), marking without
+JavaScript, adjudication, queues, the divergences page, isolation and roles."""
+
+import re
+
+import pytest
+
+from governance.models import AuditEvent
+from tests.annotations.conftest import HOSTILE, call_in, ingest_synthetic, main_run
+from traces.annotations import services
+from traces.annotations.models import Divergence
+from traces.models import Agent, AgentKind, Call, Run
+from traces.synthetic import CorpusParams
+
+pytestmark = pytest.mark.django_db
+
+
+def viewer_url(workspace, session, run=None, agent=None):
+    if run is not None:
+        return f"/w/{workspace.slug}/annotations/sessions/{session.pk}/runs/{run.pk}/"
+    return f"/w/{workspace.slug}/annotations/sessions/{session.pk}/agents/{agent.pk}/"
+
+
+def step_ids(html: str) -> list[int]:
+    return [int(x) for x in re.findall(r'<li class="step[^"]*" id="step-(\d+)"', html)]
+
+
+def test_long_run_is_paged_in_windows_of_fifty(workspace, client_for):
+    params = CorpusParams(
+        sessions=1, steps_per_session=(5200, 5200), threshold=10**9, growth_at_100k=40,
+        subagents_per_session=(1, 1), subagent_steps=(5, 5), seed=5,
+    )  # fmt: skip
+    session = ingest_synthetic(workspace, params, name="long")[0]
+    run = Run.objects.get(session=session, agent__kind=AgentKind.MAIN)
+    assert run.call_count >= 5000
+    client = client_for("viewer")
+    url = viewer_url(workspace, session, run=run)
+    page = client.get(url)
+    html = page.content.decode()
+    first = step_ids(html)
+    calls = list(
+        Call.objects.filter(agent=run.agent).order_by("agent_index").values_list("session_index", flat=True)
+    )
+    assert first == calls[:50]
+    assert f"Steps 1–50 of {run.call_count:,}" in html
+    # The strip carries every call (n stated), the list only one window.
+    assert f"n = {run.call_count:,} calls" in html
+    third = client.get(url + "?page=3", HTTP_HX_REQUEST="true")
+    fragment = third.content.decode()
+    assert "<html" not in fragment and step_ids(fragment) == calls[100:150]
+    assert "Steps 101–150" in fragment
+    target = calls[4321]
+    jump = client.get(url + f"?at={target}").content.decode()
+    assert target in step_ids(jump) and step_ids(jump) == calls[4300:4350]
+    last = client.get(url + f"?page={-(-run.call_count // 50)}").content.decode()
+    assert step_ids(last) == calls[(len(calls) - 1) // 50 * 50 :]
+    beyond = client.get(url + "?page=100000").content.decode()
+    assert step_ids(beyond) == step_ids(last)  # clamped to the last window
+    missing = client.get(url + "?at=99999999").content.decode()
+    assert "Call 99999999 is not among the steps shown here." in missing
+
+
+def test_transcript_text_is_escaped_everywhere(workspace, client_for, hostile_session):
+    client = client_for("viewer")
+    agent = Agent.objects.get(session=hostile_session, kind=AgentKind.MAIN)
+    html = client.get(viewer_url(workspace, hostile_session, agent=agent)).content.decode()
+    assert HOSTILE not in html
+    assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
+    assert '<pre class="code" data-lang="bash"><code>echo &lt;script&gt;' in html
+    assert "and &lt;b&gt;check&lt;/b&gt;." in html  # text stays text
+    first = Call.objects.get(session=hostile_session, session_index=0)
+    part = client.get(
+        f"/w/{workspace.slug}/annotations/sessions/{hostile_session.pk}/calls/{first.session_index}/part/",
+        {"key": "result:toolu_a"},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    assert HOSTILE not in part and part.count("&lt;script&gt;") == 400
+    run = main_run(hostile_session)
+    services.divergence_mark(
+        session=hostile_session, annotator=pytest.importorskip("django.contrib.auth").get_user_model().objects.get(username="reviewer-a"),
+        call_index=first.session_index, failure_class="other", other_text=HOSTILE, note=HOSTILE,
+        confidence="low",
+    )  # fmt: skip
+    for url in (
+        viewer_url(workspace, hostile_session, run=run),
+        f"/w/{workspace.slug}/annotations/divergences/",
+    ):
+        page = client.get(url).content.decode()
+        assert HOSTILE not in page, url
+
+
+def test_truncated_results_expand_with_htmx_or_a_plain_link(workspace, client_for, hostile_session):
+    client = client_for("viewer")
+    agent = Agent.objects.get(session=hostile_session, kind=AgentKind.MAIN)
+    html = client.get(viewer_url(workspace, hostile_session, agent=agent)).content.decode()
+    expand = re.search(r'<a href="([^"]+key=result%3Atoolu_a[^"]*)" hx-get="([^"]+)"', html)
+    assert expand and "390 more lines" in html
+    full_page = client.get(expand.group(1).replace("&amp;", "&"))
+    text = full_page.content.decode()
+    assert full_page.status_code == 200 and "<html" in text and "399 line" in text
+    assert "Back to the step" in text
+    fragment = client.get(expand.group(2).replace("&amp;", "&"), HTTP_HX_REQUEST="true")
+    assert "<html" not in fragment.content.decode() and "399 line" in fragment.content.decode()
+    missing = client.get(
+        f"/w/{workspace.slug}/annotations/sessions/{hostile_session.pk}/calls/0/part/?key=result:nope"
+    )
+    assert missing.status_code == 404
+    assert "Result (error)" in html  # the Read call failed
+
+
+def test_compactions_and_subagent_spawns_are_drawn(workspace, client_for, small_session):
+    client = client_for("viewer")
+    main = Agent.objects.get(session=small_session, kind=AgentKind.MAIN)
+    sub = Agent.objects.filter(session=small_session, kind=AgentKind.SUBAGENT).first()
+    html = client.get(viewer_url(workspace, small_session, agent=main) + "?page=1").content.decode()
+    pages = [html]
+    for page in range(2, -(-main.call_count // 50) + 1):
+        pages.append(client.get(viewer_url(workspace, small_session, agent=main) + f"?page={page}").content.decode())
+    everything = "".join(pages)
+    assert "Full compaction (auto):" in everything
+    assert f"/annotations/sessions/{small_session.pk}/agents/{sub.pk}/" in everything
+    assert "Open the subagent" in everything
+    sub_html = client.get(viewer_url(workspace, small_session, agent=sub)).content.decode()
+    assert "Spawned by" in sub_html
+    redirect = client.get(f"/w/{workspace.slug}/annotations/sessions/{small_session.pk}/")
+    assert redirect.status_code == 302 and redirect["Location"].endswith(f"/agents/{main.pk}/")
+
+
+def test_marking_without_javascript_then_replacing(workspace, client_for, small_session, members):
+    client = client_for("reviewer")
+    run = main_run(small_session)
+    step = call_in(run, 4).session_index
+    url = f"/w/{workspace.slug}/annotations/sessions/{small_session.pk}/mark/"
+    form = client.get(url, {"run": run.pk, "call_index": step})
+    assert form.status_code == 200 and f'value="{step}"' in form.content.decode()
+    bad = client.post(url, {"run": run.pk, "call_index": step, "failure_class": "other", "confidence": "low"})
+    assert bad.status_code == 400
+    assert "Say what went wrong when the class is Other." in bad.content.decode()
+    outside = client.post(
+        url, {"run": run.pk, "call_index": run.last_call_index + 1, "failure_class": "repetition", "confidence": "low"}
+    )
+    assert outside.status_code == 400 and f"outside run {run.pk}" in outside.content.decode()
+    evidence = client.post(
+        url, {"run": run.pk, "call_index": step, "failure_class": "repetition", "confidence": "low", "evidence": "3, x"}
+    )
+    assert evidence.status_code == 400 and "&#x27;x&#x27; is not a call number." in evidence.content.decode()
+    assert not Divergence.objects.exists()
+    ok = client.post(
+        url,
+        {"run": run.pk, "call_index": step, "failure_class": "forgotten_constraint", "confidence": "high",
+         "evidence": f"#{call_in(run, 1).session_index}", "note": "forgot the lint rule"},
+    )  # fmt: skip
+    assert ok.status_code == 302 and ok["Location"].endswith(f"?at={step}#step-{step}")
+    page = client.get(ok["Location"]).content.decode()
+    assert "Marked call" in page and "Your mark (replace it)" in page
+    assert "Create a restart package from here" in page
+    assert f"specs/restart-packages/new/?session={small_session.pk}&amp;indicators=reproposed-rejected-interface" in page
+    again = client.post(url, {"run": run.pk, "call_index": step + 0, "failure_class": "repetition", "confidence": "low"})
+    assert again.status_code == 302
+    assert Divergence.objects.filter(run=run).count() == 2
+    assert "1 replaced mark" in client.get(ok["Location"]).content.decode()
+
+
+def test_others_marks_are_hidden_until_you_mark(workspace, client_for, small_session, members):
+    run = main_run(small_session)
+    services.divergence_mark(
+        session=small_session, annotator=members["editor"], call_index=call_in(run, 2).session_index,
+        failure_class="repetition", confidence="low",
+    )  # fmt: skip
+    url = viewer_url(workspace, small_session, run=run)
+    blind = client_for("reviewer").get(url).content.decode()
+    assert "1 mark by others is hidden until you mark this run" in blind
+    assert "◆ editor-a" not in blind
+    assert "◆ editor-a" in client_for("admin").get(url).content.decode()
+    assert "◆ editor-a" in client_for("viewer").get(url).content.decode()
+    assert "◆ editor-a" in client_for("reviewer").get(url + "?reveal=1").content.decode()
+
+
+def test_admin_adjudicates_from_the_run_page(workspace, client_for, small_session, members):
+    run = main_run(small_session)
+    a = services.divergence_mark(
+        session=small_session, annotator=members["editor"], call_index=call_in(run, 2).session_index,
+        failure_class="repetition", confidence="low",
+    )  # fmt: skip
+    url = f"/w/{workspace.slug}/annotations/sessions/{small_session.pk}/runs/{run.pk}/adjudicate/"
+    assert client_for("reviewer").post(url, {"adopt": a.pk}).status_code == 403
+    response = client_for("admin").post(url, {"adopt": a.pk})
+    assert response.status_code == 302
+    final = Divergence.objects.get(kind="adjudication")
+    assert final.based_on == a
+    page = client_for("viewer").get(viewer_url(workspace, small_session, run=run)).content.decode()
+    assert "★ Final" in page
+    incomplete = client_for("admin").post(url, {"call_index": "", "failure_class": ""})
+    assert incomplete.status_code == 400 and "Required unless you adopt a mark." in incomplete.content.decode()
+
+
+def test_other_workspaces_are_404_and_viewers_cannot_mark(
+    workspace, client_for, small_session, other_session, members
+):
+    client = client_for("admin")
+    foreign_run = Run.objects.filter(session=other_session).first()
+    base = f"/w/{workspace.slug}/annotations/sessions"
+    assert client.get(f"{base}/{other_session.pk}/").status_code == 404
+    assert client.get(f"{base}/{other_session.pk}/runs/{foreign_run.pk}/").status_code == 404
+    assert client.get(f"{base}/{small_session.pk}/runs/{foreign_run.pk}/").status_code == 404
+    assert client.get(f"{base}/{other_session.pk}/calls/0/part/?key=prompt").status_code == 404
+    assert client.post(f"{base}/{other_session.pk}/mark/", {"run": foreign_run.pk}).status_code == 404
+    viewer = client_for("viewer")
+    run = main_run(small_session)
+    assert viewer.get(f"{base}/{small_session.pk}/mark/?run={run.pk}").status_code == 403
+    denied = viewer.post(
+        f"{base}/{small_session.pk}/mark/",
+        {"run": run.pk, "call_index": run.first_call_index, "failure_class": "repetition", "confidence": "low"},
+    )
+    assert denied.status_code == 403 and not Divergence.objects.exists()
+    page = viewer.get(viewer_url(workspace, small_session, run=run)).content.decode()
+    assert "marking needs the editor role" in page and 'id="mark-form"' not in page
+
+
+def test_queue_pages_build_hand_out_and_report(workspace, client_for, small_session, members):
+    reviewer = client_for("reviewer")
+    base = f"/w/{workspace.slug}/annotations/"
+    empty = reviewer.get(base).content.decode()
+    assert "No queues yet" in empty and "Build a queue" in empty
+    preview = reviewer.get(base, {"preview": "1", "agent_kind": "main"}, HTTP_HX_REQUEST="true")
+    main_runs = Run.objects.filter(session=small_session, agent__kind="main").count()
+    assert f"<strong>{main_runs}</strong> runs match" in preview.content.decode()
+    assert client_for("editor").post(base, {"name": "x"}).status_code == 403
+    bad = reviewer.post(base, {"name": "", "sample_size": 5, "annotators": [], "annotators_per_run": 2, "agreement_window": 3})
+    assert bad.status_code == 400 and "This field is required." in bad.content.decode()
+    response = reviewer.post(
+        base,
+        {"name": "Main runs", "agent_kind": "main", "min_context": "1000", "sample_size": 2,
+         "annotators": [members["reviewer"].pk, members["editor"].pk], "annotators_per_run": 2,
+         "agreement_window": 3, "seed": 7},
+    )  # fmt: skip
+    assert response.status_code == 302
+    detail_url = response["Location"]
+    detail = reviewer.get(detail_url).content.decode()
+    assert "Take my next run" in detail and "agent_kind=main" in detail and "min_context=1000" in detail
+    nxt = reviewer.post(detail_url + "next/")
+    assert nxt.status_code == 302 and "?queue=" in nxt["Location"]
+    run_page = reviewer.get(nxt["Location"]).content.decode()
+    assert "this run is yours to read" in run_page
+    finish = reviewer.post(detail_url + "finish/", {"outcome": "no_divergence"})
+    assert finish.status_code == 302  # straight to the next run
+    assert AuditEvent.objects.filter(action="annotation_queue.no_divergence").count() == 1
+    listing = reviewer.get(base).content.decode()
+    assert "Main runs" in listing and "Continue your run" in listing
+    assert client_for("admin").post(detail_url + "next/").status_code == 403  # not a member
+    assert "not one of this queue" in client_for("admin").get(detail_url).content.decode()
+
+
+def test_divergences_page_aggregates_with_n_and_empty_states(workspace, client_for, small_session, members):
+    url = f"/w/{workspace.slug}/annotations/divergences/"
+    empty = client_for("viewer").get(url).content.decode()
+    assert "No divergences marked yet" in empty
+    runs = list(Run.objects.filter(session=small_session, agent__kind="main").order_by("index"))
+    for number, run in enumerate(runs[:3]):
+        services.divergence_mark(
+            session=small_session, annotator=members["reviewer"], call_index=call_in(run, 3).session_index,
+            failure_class=["repetition", "retrieval_failure", "repetition"][number], confidence="medium",
+        )  # fmt: skip
+    page = client_for("viewer").get(url).content.decode()
+    assert "Failure classes by context band" in page and "n = 3 divergences" in page
+    assert "No qualification for this model" in page
+    csv_text = client_for("viewer").get(f"/w/{workspace.slug}/annotations/divergences/divergences.csv").content.decode()
+    assert csv_text.count("\n") == 4 and "repetition" in csv_text
+    bands = client_for("viewer").get(f"/w/{workspace.slug}/annotations/divergences/by-band.csv?band=50000").content.decode()
+    header = bands.splitlines()[0].split(",")
+    assert header[:3] == ["band_lower", "band_upper", "n"]
+    assert sum(int(line.split(",")[2]) for line in bands.splitlines()[1:]) == 3
+    filtered = client_for("viewer").get(url, {"failure_class": "repetition"}).content.decode()
+    assert "n = 2 divergences" in filtered
