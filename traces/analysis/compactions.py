@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from traces.analysis.costs import CallColumns, agent_starts, step_deltas
 from traces.analysis.cycle import CycleParams, optimum
@@ -99,11 +100,12 @@ def penalty_per_compaction(
     growth[starts] = np.nan
     same_run = np.r_[False, cols.run[1:] == cols.run[:-1]]
     growth[~same_run] = np.nan  # no growth across a boundary
-    agent_median = {}
-    for begin, end, agent in zip(starts, ends, agent_of_start, strict=True):
-        values = growth[begin:end]
-        values = values[np.isfinite(values) & (values > 0)]
-        agent_median[int(agent)] = float(np.median(values)) if len(values) >= 5 else np.nan
+    positive = np.isfinite(growth) & (growth > 0)
+    frame = pd.DataFrame({"agent": cols.agent[positive], "growth": growth[positive]}).groupby(
+        "agent"
+    )["growth"]
+    medians = frame.median().where(frame.size() >= 5)
+    agent_median = medians.to_dict()
     agent_end = dict(zip(agent_of_start.tolist(), ends.tolist(), strict=True))
     for i in range(len(comp)):
         landing = int(comp.after_position[i])
@@ -225,10 +227,18 @@ def cycle_parameters(
     seed: int = 2026,
     min_compactions: int = MIN_COMPACTIONS,
     growth_cols: CallColumns | None = None,
+    penalties: np.ndarray | None = None,
 ) -> CycleParameters:
-    """`growth_cols`, when given, is the subset of calls D is measured on (a task type's)."""
+    """`growth_cols`, when given, is the subset of calls D is measured on (a task type's);
+    `penalties`, when given, are the precomputed P of each compaction in `comp`.
+
+    The bootstrap keeps its resampling matrices near 4M cells: with many compactions it
+    uses fewer replicates (never under 200); the count used is reported."""
     rng = np.random.default_rng(seed)
-    penalties = penalty_per_compaction(cols, comp, window)
+    if penalties is None:
+        penalties = penalty_per_compaction(cols, comp, window)
+    if len(comp):
+        bootstrap = int(max(200, min(bootstrap, 4_000_000 // len(comp))))
     post, summary = comp.post, comp.summary
     before, growth, runs = step_deltas(growth_cols if growth_cols is not None else cols)
     upper = before >= upper_from

@@ -47,7 +47,7 @@ def incidents(
     top_n: int = 10,
     fork_bound: int = FORK_BOUND,
 ) -> Incidents:
-    """`agent_ids`, `day` (YYYY-MM-DD strings) and `billed` are per call."""
+    """`agent_ids`, `day` (whole days since the epoch, UTC) and `billed` are per call."""
     total = float(billed.sum()) if len(billed) else 0.0
     if total == 0:
         return Incidents(

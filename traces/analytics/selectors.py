@@ -104,12 +104,6 @@ def _frame(sql: str, params: list, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def _epoch(series: pd.Series) -> np.ndarray:
-    if len(series) == 0:
-        return np.zeros(0)
-    return pd.to_datetime(series, utc=True, format="mixed").astype("int64").to_numpy() / 1e9
-
-
 @dataclass
 class AnalyticsData:
     calls: CallColumns
@@ -120,11 +114,18 @@ class AnalyticsData:
     touches: TouchColumns
 
 
+def _epoch_sql(column: str) -> str:
+    if connection.vendor == "postgresql":
+        return f"extract(epoch from {column})"
+    return f"(julianday({column}) - 2440587.5) * 86400.0"
+
+
 def load(workspace: Workspace, filters: AnalyticsFilters) -> AnalyticsData:
     where, params = _where(workspace, filters)
     calls = _frame(
         f"SELECT c.agent_id, c.agent_index, c.session_index, c.session_id, c.context_tokens, "
-        f"c.input_tokens + c.cache_creation_tokens + c.cache_read_tokens + c.output_tokens, c.output_tokens, c.timestamp "
+        f"c.input_tokens + c.cache_creation_tokens + c.cache_read_tokens + c.output_tokens, c.output_tokens, "
+        f"{_epoch_sql('c.timestamp')} "
         f"FROM traces_call c WHERE {where}",
         params,
         [
@@ -156,7 +157,7 @@ def load(workspace: Workspace, filters: AnalyticsFilters) -> AnalyticsData:
         context=calls["context"].to_numpy(dtype=np.int64)[keep],
         billed=calls["billed"].to_numpy(dtype=np.int64)[keep],
         output=calls["output"].to_numpy(dtype=np.int64)[keep],
-        timestamp=_epoch(calls["timestamp"])[keep],
+        timestamp=calls["timestamp"].to_numpy(dtype=np.float64)[keep],
     )
     call_session = calls["session"].to_numpy(dtype=np.int64)[keep]
     agents = _agents(workspace, np.unique(columns.agent), columns)
@@ -201,30 +202,21 @@ def _agents(
         ["id", "session", "external_id", "description", "kind", "start_kind", "initial_context"],
     )
     frame = frame[frame["id"].isin(agent_ids)]
-    counts = pd.Series(columns.billed).groupby(columns.agent).agg(["size", "sum"])
-    rows = {}
-    for record in frame.itertuples(index=False):
-        calls, tokens = counts.loc[record.id] if record.id in counts.index else (0, 0)
-        label = (
-            "main"
-            if record.kind == "main"
-            else (
-                str(record.description)
-                if isinstance(record.description, str) and record.description
-                else str(record.external_id)
-            )
+    totals = (
+        pd.DataFrame({"agent": columns.agent, "billed": columns.billed})
+        .groupby("agent")["billed"]
+        .agg(["size", "sum"])
+    )
+    frame = frame.join(totals, on="id")
+    labels = np.where(frame["kind"] == "main", "main", frame["description"].fillna("").astype(str))
+    labels = np.where(labels == "", frame["external_id"].astype(str), labels)
+    return {
+        int(pk): AgentRow(int(pk), int(session), str(label)[:80], str(kind), str(start), int(initial), int(calls or 0), float(tokens or 0))
+        for pk, session, label, kind, start, initial, calls, tokens in zip(
+            frame["id"], frame["session"], labels, frame["kind"], frame["start_kind"], frame["initial_context"],
+            frame["size"].fillna(0), frame["sum"].fillna(0), strict=True,
         )
-        rows[int(record.id)] = AgentRow(
-            int(record.id),
-            int(record.session),
-            label[:80],
-            str(record.kind),
-            str(record.start_kind),
-            int(record.initial_context),
-            int(calls),
-            float(tokens),
-        )
-    return rows
+    }  # fmt: skip
 
 
 def _compactions(
@@ -256,18 +248,15 @@ def _compactions(
         ],
         dtype=np.int64,
     )
-    before_type = {}
+    before_type: dict = {}
     if len(runs):
         ordered = runs.sort_values(["agent", "index"])
-        for _agent, group in ordered.groupby("agent"):
-            previous = None
-            for record in group.itertuples(index=False):
-                if pd.notna(record.started_by) and previous is not None:
-                    before_type[int(record.started_by)] = previous
-                previous = record.task_type
-    task_type = np.array(
-        [before_type.get(int(pk), "unclassified") for pk in frame["id"]], dtype=object
-    )
+        previous = ordered.groupby("agent")["task_type"].shift(1)
+        started = ordered["started_by"].notna() & previous.notna()
+        before_type = dict(
+            zip(ordered.loc[started, "started_by"].astype(np.int64), previous[started], strict=True)
+        )
+    task_type = frame["id"].map(before_type).fillna("unclassified").to_numpy(dtype=object)
     compactions = CompactionColumns(
         agent=frame["agent"].to_numpy(dtype=np.int64),
         after_position=after_rows,

@@ -7,12 +7,13 @@ import time
 from dataclasses import asdict
 
 import numpy as np
+import orjson
 from django.db import transaction
 from django.utils import timezone
 
 from governance.models import Job, JobStatus, Workspace
 from governance.services import JobReporter, job_create, job_enqueue
-from traces.analysis.compactions import compaction_summary, cycle_parameters
+from traces.analysis.compactions import compaction_summary, cycle_parameters, penalty_per_compaction
 from traces.analysis.costs import (
     CallColumns,
     agent_starts,
@@ -34,19 +35,19 @@ SENSITIVITY_PENALTIES = [0, 10, 20, 28, 40, 55, 65, 80, 100, 113, 138, 145]
 TASK_TYPE_BOOTSTRAP = 400
 
 
-def _json(value):
-    """numpy scalars and tuples into plain JSON values."""
-    if isinstance(value, dict):
-        return {str(k): _json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json(v) for v in value]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return None if not np.isfinite(value) else float(value)
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
+def _json(value) -> dict:
+    """numpy arrays and scalars, tuples and NaN into plain JSON values (NaN becomes null)."""
+    return orjson.loads(
+        orjson.dumps(
+            value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=_fallback
+        )
+    )
+
+
+def _fallback(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
 def analytics_compute(*, workspace: Workspace, filters: AnalyticsFilters, on_step=None) -> dict:
@@ -82,15 +83,20 @@ def analytics_compute(*, workspace: Workspace, filters: AnalyticsFilters, on_ste
     }
     step("compactions and cycle parameters")
     result["compactions"] = compaction_summary(data.compactions).as_dict()
+    penalties = penalty_per_compaction(cols, data.compactions, filters.window)
     measured = cycle_parameters(
-        cols, data.compactions, upper_from=filters.upper_from, window=filters.window
+        cols,
+        data.compactions,
+        upper_from=filters.upper_from,
+        window=filters.window,
+        penalties=penalties,
     )
     result["cycle_parameters"] = measured.as_dict()
     params = measured.params()
     if params is not None:
         result["cycle"] = _cycle_block(params)
     step("thresholds per task type")
-    result["task_types"] = _per_task_type(data, filters)
+    result["task_types"] = _per_task_type(data, filters, penalties)
     step("reference coverage")
     result["coverage"] = coverage(data.touches, cycle=params).as_dict()
     step("incidents")
@@ -126,7 +132,7 @@ def _cycle_block(params: CycleParams) -> dict:
     }
 
 
-def _per_task_type(data, filters: AnalyticsFilters) -> list[dict]:
+def _per_task_type(data, filters: AnalyticsFilters, penalties: np.ndarray) -> list[dict]:
     """Each task type's own S, SUMM and P (from the compactions that ended a run of that
     type) and D (from its calls), with the number of compactions behind the figure."""
     rows = []
@@ -146,6 +152,7 @@ def _per_task_type(data, filters: AnalyticsFilters) -> list[dict]:
             window=filters.window,
             bootstrap=TASK_TYPE_BOOTSTRAP,
             growth_cols=own_calls,
+            penalties=penalties[compaction_mask],
         )
         rows.append(
             {

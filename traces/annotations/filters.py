@@ -92,7 +92,8 @@ class RunFilter(django_filters.FilterSet):
     def filter_unmarked(self, queryset, name, value):
         if not value:
             return queryset
-        return queryset.exclude(divergences__replaced_at__isnull=True)
+        marked = Divergence.objects.filter(run_id=OuterRef("pk"), replaced_at__isnull=True)
+        return queryset.exclude(Exists(marked))
 
 
 def criteria_of(filterset: RunFilter) -> dict:
