@@ -137,7 +137,9 @@ def _ingest_child(folder: str, workers: int) -> None:
 
     workspace = Workspace.objects.get(slug="bench")
     start = time.perf_counter()
-    summary = ingest_paths(workspace=workspace, paths=[folder], workers=workers)
+    summary = ingest_paths(
+        workspace=workspace, paths=[folder], workers=workers, refresh_analytics=False
+    )
     elapsed = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
