@@ -386,8 +386,14 @@ class Verification(WorkspaceOwned):
     commit = models.CharField(max_length=64)
     ran_at = models.DateTimeField(null=True, blank=True)
     output = models.ForeignKey(TextBlob, on_delete=models.PROTECT, related_name="+")
-    # artifact = models.ForeignKey("artifacts.Artifact", null=True, ...): added when the
-    # artifact store lands; the blob stays as the verbatim copy and its fingerprint.
+    artifact = models.ForeignKey(
+        "artifacts.Artifact",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The raw output in the artifact store (redacted there); the blob is the same bytes.",
+    )
 
     class Meta:
         ordering = ["package_id", "position"]

@@ -367,6 +367,13 @@ def package_export(
                 url=absolute(reverse("restart-package-output", args=[package.pk, v.position])),
                 tail=restart.tail_of(v.output.content),
                 content=v.output.content if include_output else None,
+                artifact_id=str(v.artifact_id) if v.artifact_id else None,
+                artifact_url=absolute(
+                    reverse("artifacts:detail", args=[package.workspace.slug, v.artifact_id])
+                )
+                if v.artifact_id
+                else "",
+                redactions=v.artifact.redaction_count if v.artifact_id else 0,
             ),
         )
         for v in package.verifications.all()

@@ -513,6 +513,13 @@ def restart_package_create(
             created_by=actor,
         )
         for position, verification in enumerate(verifications):
+            artifact, stored_text = _verification_artifact(
+                workspace=workspace,
+                package=package,
+                position=position,
+                verification=verification,
+                actor=actor,
+            )
             Verification.objects.create(
                 workspace=workspace,
                 package=package,
@@ -521,7 +528,8 @@ def restart_package_create(
                 exit_status=verification.exit_status,
                 commit=verification.commit.strip().lower(),
                 ran_at=verification.ran_at,
-                output=text_blob_store(workspace=workspace, content=verification.output),
+                output=text_blob_store(workspace=workspace, content=stored_text),
+                artifact=artifact,
             )
         audit_record(
             workspace=workspace,
@@ -539,6 +547,33 @@ def restart_package_create(
             },
         )
     return package
+
+
+def _verification_artifact(*, workspace, package, position: int, verification, actor):
+    """Keep a verification's raw output in the artifact store (redacted there), and return
+    the artifact with the exact text it stored, so the package's copy holds the same bytes."""
+    from artifacts.services import artifact_write
+    from artifacts.storage import blob_open
+
+    raw = verification.output.encode()
+    if len(raw) > MAX_OUTPUT_BYTES:
+        raise ValidationError(
+            {"output": f"Raw output is {len(raw):,} bytes; the limit is {MAX_OUTPUT_BYTES:,}."}
+        )
+    artifact = artifact_write(
+        workspace=workspace,
+        source=raw,
+        run_id=f"restart-package-{package.pk}",
+        tool_call_id=f"verification-{position + 1}",
+        command=verification.command.strip()[:1000],
+        exit_status=verification.exit_status,
+        complete=True,
+        finished_at=verification.ran_at,
+        actor=actor,
+    )
+    with blob_open(artifact.storage_name) as handle:
+        stored = handle.read().decode("utf-8", errors="replace")
+    return artifact, stored
 
 
 def text_blob_store(*, workspace: Workspace, content: str) -> TextBlob:

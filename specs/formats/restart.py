@@ -67,6 +67,9 @@ class OutputPointer:
     url: str = ""
     tail: str = ""
     content: str | None = None  # only when the caller asked for the output inline
+    artifact_id: str | None = None  # the artifact store's pointer, when the output is there
+    artifact_url: str = ""
+    redactions: int = 0
 
     @property
     def estimated_tokens(self) -> int:
@@ -264,6 +267,12 @@ def _pointer_json(pointer: OutputPointer | None) -> dict | None:
         "url": pointer.url,
         "tail": pointer.tail,
     }
+    if pointer.artifact_id:
+        data["artifact"] = {
+            "id": pointer.artifact_id,
+            "url": pointer.artifact_url,
+            "redactions": pointer.redactions,
+        }
     if pointer.content is not None:
         data["content"] = pointer.content
     return data
@@ -327,6 +336,11 @@ def package_markdown(export: PackageExport) -> str:
                 f"   Raw output: {pointer.size_bytes:,} bytes, {pointer.line_count:,} lines, "
                 f"≈{pointer.estimated_tokens:,} tokens, sha256:{pointer.sha256}"
                 + (f", {pointer.url}" if pointer.url else "")
+                + (
+                    f"; artifact {pointer.artifact_id} ({pointer.artifact_url})"
+                    if pointer.artifact_id
+                    else ""
+                )
             )
             if pointer.content is not None:
                 out += ["", *_fenced(pointer.content, indent="   "), ""]
