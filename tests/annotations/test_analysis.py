@@ -182,13 +182,14 @@ def test_lab_comparison_says_plainly_when_production_diverges_earlier():
     assert earlier.verdict == "earlier"
     assert earlier.statement.startswith("Production diverges earlier than the lab predicted")
     assert "n = 10 runs" in earlier.statement and "ECL of 64k" in earlier.statement
+    assert "10 of 10 runs diverged below it (100%, 95% CI 72%–100%)" in earlier.statement
     assert earlier.below_reference == 10
     consistent = compare_with_lab(contexts, ecl_tokens=42_000, knee_tokens=None, family="code")
     assert consistent.verdict == "consistent"
     inconclusive = compare_with_lab(contexts, ecl_tokens=50_000, knee_tokens=None, family="code")
     assert inconclusive.verdict == "inconclusive"  # median 42.5k < 50k but CI reaches 50k
-    later = compare_with_lab(contexts, ecl_tokens=16_000, knee_tokens=None, family="code")
-    assert later.verdict == "later"
+    beyond = compare_with_lab(contexts, ecl_tokens=16_000, knee_tokens=None, family="code")
+    assert beyond.verdict == "consistent" and "0 of 10 runs diverged below it" in beyond.statement
     by_knee = compare_with_lab(contexts, ecl_tokens=None, knee_tokens=128_000, family="code")
     assert by_knee.reference_kind == "knee" and by_knee.verdict == "earlier"
     few = compare_with_lab(contexts[:4], ecl_tokens=64_000, knee_tokens=None, family="code")

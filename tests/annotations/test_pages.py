@@ -219,7 +219,7 @@ def test_other_workspaces_are_404_and_viewers_cannot_mark(
 
 def test_queue_pages_build_hand_out_and_report(workspace, client_for, small_session, members):
     reviewer = client_for("reviewer")
-    base = f"/w/{workspace.slug}/annotations/"
+    base = f"/w/{workspace.slug}/annotations/queues/"
     empty = reviewer.get(base).content.decode()
     assert "No queues yet" in empty and "Build a queue" in empty
     preview = reviewer.get(base, {"preview": "1", "agent_kind": "main"}, HTTP_HX_REQUEST="true")

@@ -125,10 +125,10 @@ def strip_figure(
     fig.update_layout(
         **base_layout(
             height=170,
-            margin={"l": 55, "r": 10, "t": 8, "b": 30},
+            margin={"l": 55, "r": 10, "t": 26 if (marks or compactions) else 8, "b": 30},
             showlegend=bool(marks) or bool(compactions),
-            legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1, "yanchor": "top",
-                    "bgcolor": "rgba(255,255,255,0.7)", "font": {"size": 11}},
+            legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
+                    "font": {"size": 11}},
             xaxis={"title": None, "tickformat": "d"},
             yaxis={"title": None, "rangemode": "tozero", "tickformat": "~s"},
             shapes=shapes,
@@ -227,8 +227,8 @@ def lab_figure(reference, family, contexts: Sequence[int], comparison: LabCompar
         rows=2,
         cols=1,
         shared_xaxes=True,
-        row_heights=[0.68, 0.32],
-        vertical_spacing=0.06,
+        row_heights=[0.66, 0.34],
+        vertical_spacing=0.1,
         subplot_titles=[
             "Lab: task correctness by stratum (qualification in the caption)",
             f"Production: context at first divergence (n = {len(contexts)} runs)",

@@ -18,10 +18,14 @@ from traces.synthetic import CorpusParams, generate_corpus
 
 # The model the qualification demo sweeps, so "production against the lab" has both sides.
 DEMO_MODEL = "claude-sonnet-4"
+# Lean starts and slow growth, as in a small-repo workload; the planted divergences cluster
+# below the requalified sweep's ECL (32k), so the demo shows "earlier than the lab predicted".
 PARAMS = CorpusParams(
-    sessions=9, steps_per_session=(150, 260), seed=4242, models=(DEMO_MODEL,),
+    sessions=14, steps_per_session=(90, 180), seed=4242, models=(DEMO_MODEL,),
+    start_context=(8_000, 12_000), growth_at_100k=700, threshold=120_000,
     projects=("/home/dev/checkout-service", "/home/dev/billing-api"), subagents_per_session=(1, 2),
 )  # fmt: skip
+DIVERGENCE_MEDIAN = 21_000  # tokens; log-normal spread 0.25
 QUEUE_NAME = "Demo: main-thread runs over 100k tokens"
 CLASSES = [
     "forgotten_constraint", "retrieval_failure", "stale_or_conflicting_evidence", "repetition",
@@ -95,15 +99,15 @@ def seed(*, workspace, users, stdout) -> None:
     runs = [
         run
         for session in sessions
-        for run in Run.objects.filter(session=session, agent__kind=AgentKind.MAIN, call_count__gte=12)
-        .select_related("session", "agent")
-        .order_by("index")
+        for run in Run.objects.filter(
+            session=session, agent__kind=AgentKind.MAIN, call_count__gte=12, index=0
+        ).select_related("session", "agent")
     ]
     marked = 0
     disputed = None
     for number, run in enumerate(runs[:24]):
         calls = _calls(run)
-        target = int(min(run.max_context * 0.95, rng.lognormvariate(11.05, 0.35)))  # ≈ 63k median
+        target = int(min(run.max_context * 0.95, DIVERGENCE_MEDIAN * rng.lognormvariate(0, 0.25)))
         step = _step_near(calls, target)
         cls = CLASSES[number % len(CLASSES)]
         _mark(run.session, reviewer, calls, step, cls, rng)

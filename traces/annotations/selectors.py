@@ -20,7 +20,7 @@ from traces.annotations.analysis.agreement import (
     run_agreement,
     step_agreement,
 )
-from traces.annotations.analysis.classes import NO_DIVERGENCE
+from traces.annotations.analysis.classes import NO_DIVERGENCE, class_label
 from traces.annotations.analysis.steps import Step, StepRow, build_step, full_part
 from traces.annotations.models import (
     AnnotationQueue,
@@ -484,6 +484,7 @@ def queue_agreement(*, queue: AnnotationQueue, window: int | None = None) -> Que
         ratings_per_item=queue.annotators_per_run if queue.annotators_per_run >= 2 else None,
     )
     steps = step_agreement(complete, window=window)
+    names = dict(queue.members.values_list("user_id", "user__username"))
     rows = []
     for item in items:
         ratings = by_item.get(item.pk, [])
@@ -491,7 +492,14 @@ def queue_agreement(*, queue: AnnotationQueue, window: int | None = None) -> Que
             {
                 "item": item,
                 "ratings": ratings,
-                "marks": [marks.get((item.run_id, r.rater)) for r in ratings],
+                "named": [
+                    {
+                        "who": names.get(r.rater, "?"),
+                        "step": r.step,
+                        "label": class_label(r.category),
+                    }
+                    for r in ratings
+                ],
                 "agreement": run_agreement(ratings, window=window) if len(ratings) >= 2 else None,
             }
         )

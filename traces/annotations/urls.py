@@ -1,13 +1,15 @@
 """Pages under /w/<workspace>/annotations/."""
 
 from django.urls import path
+from django.views.generic import RedirectView
 
 from traces.annotations import views
 
 app_name = "annotations"
 
 urlpatterns = [
-    path("", views.QueueListView.as_view(), name="queue_list"),
+    path("", RedirectView.as_view(pattern_name="annotations:queue_list"), name="home"),
+    path("queues/", views.QueueListView.as_view(), name="queue_list"),
     path("queues/<int:pk>/", views.QueueDetailView.as_view(), name="queue_detail"),
     path("queues/<int:pk>/next/", views.QueueNextView.as_view(), name="queue_next"),
     path("queues/<int:pk>/finish/", views.QueueFinishView.as_view(), name="queue_finish"),

@@ -648,6 +648,7 @@ class DivergenceListView(WorkspaceListView):
             if report.points
             else None,
             by_class=by_class,
+            class_labels={slug: label for slug, (label, _) in FAILURE_CLASSES.items()},
             band_choices=aggregates.BAND_CHOICES,
             band=width,
             basis=basis,

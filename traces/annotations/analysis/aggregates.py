@@ -9,7 +9,6 @@ and left out (and counted) until an admin adjudicates.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -188,7 +187,6 @@ def distribution(contexts: Sequence[int], level: float = 0.95) -> Distribution:
 EARLIER = "earlier"
 INCONCLUSIVE = "inconclusive"
 CONSISTENT = "consistent"
-LATER = "later"
 INSUFFICIENT = "insufficient"
 NO_REFERENCE = "no_reference"
 
@@ -215,10 +213,12 @@ def compare_with_lab(
 ) -> LabComparison:
     """Does production diverge earlier than the lab predicted?
 
-    The prediction is the weakest family's ECL (else its knee). Earlier when the upper end of
-    the distribution-free interval for the median context at first divergence is below it;
-    later when the lower end is above it; inconclusive when the median is below but the
-    interval reaches it; consistent otherwise.
+    The lab predicts that the model stays reliable up to the weakest family's ECL (else its
+    knee). Production diverges *earlier* than predicted when the upper end of the
+    distribution-free interval for the median context at first divergence is below that
+    point; *inconclusive* when the median is below it but the interval reaches it;
+    *consistent* when the median is at or beyond it (failures where the lab said reliability
+    ends). The share of runs that diverged below it is reported either way.
     """
     dist = distribution(contexts, level)
     kind, reference = ("ECL", ecl_tokens) if ecl_tokens else ("knee", knee_tokens)
@@ -234,13 +234,15 @@ def compare_with_lab(
             0,
             None,
         )
+    n = dist.n
     below = sum(1 for c in contexts if c < reference)
     share_ci = None
+    share_text = f"{below} of {n} runs diverged below it"
     if contexts:
-        low, high = proportion_confint(below, len(contexts), alpha=1 - level, method="wilson")
+        low, high = proportion_confint(below, n, alpha=1 - level, method="wilson")
         share_ci = (float(low), float(high))
+        share_text += f" ({below / n:.0%}, {level:.0%} CI {low:.0%}–{high:.0%})"
     ref_text = f"the lab's {kind} of {format_tokens(reference)} ({family})"
-    n = dist.n
     if dist.median_ci is None:
         statement = (
             f"Too few annotated runs (n = {n}) for a {level:.0%} interval of the median; "
@@ -252,30 +254,24 @@ def compare_with_lab(
     low, high = dist.median_ci
     median_text = (
         f"the median context at first divergence is {format_tokens(dist.median)} "
-        f"({dist.median_ci_level:.0%} CI {format_tokens(low)}–{format_tokens(high)}, "
-        f"n = {n} runs; {below} of {n} below)"
+        f"({dist.median_ci_level:.1%} CI {format_tokens(low)}–{format_tokens(high)}, n = {n} runs)"
     )
     if high < reference:
         verdict = EARLIER
         statement = (
-            f"Production diverges earlier than the lab predicted: {median_text}, below {ref_text}."
-        )
-    elif low > reference:
-        verdict = LATER
-        statement = (
-            f"Production diverges later than the lab's prediction: {median_text}, above {ref_text}."
+            f"Production diverges earlier than the lab predicted: {median_text}, below "
+            f"{ref_text}; {share_text}."
         )
     elif dist.median is not None and dist.median < reference:
         verdict = INCONCLUSIVE
         statement = (
-            f"Possibly earlier than the lab predicted, but not conclusively: {median_text}; "
-            f"the interval reaches {ref_text}."
+            f"Possibly earlier than the lab predicted, but not conclusively: {median_text}; the "
+            f"interval reaches {ref_text}; {share_text}."
         )
     else:
         verdict = CONSISTENT
-        statement = f"Consistent with the lab: {median_text}; the interval contains {ref_text}."
+        statement = (
+            f"Consistent with the lab: {median_text}, at or beyond {ref_text}, where the lab "
+            f"predicted reliability to fall; {share_text}."
+        )
     return LabComparison(verdict, statement, kind, reference, family, dist, below, share_ci)
-
-
-def is_finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)

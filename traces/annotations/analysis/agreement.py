@@ -165,8 +165,8 @@ def kappa_for_items(
         return KappaResult(
             "cohen",
             float(result.kappa),
-            float(result.kappa) - half,
-            float(result.kappa) + half,
+            max(-1.0, float(result.kappa) - half),  # kappa lies in [-1, 1]
+            min(1.0, float(result.kappa) + half),
             f"asymptotic {level:.0%} interval from statsmodels' standard error",
             observed,
             **base,

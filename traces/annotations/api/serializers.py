@@ -161,7 +161,7 @@ class LabComparisonSerializer(serializers.Serializer):
     model = serializers.CharField()
     qualification = serializers.DictField(allow_null=True)
     verdict = serializers.CharField(
-        help_text="earlier, inconclusive, consistent, later, insufficient, no_reference or "
+        help_text="earlier, inconclusive, consistent, insufficient, no_reference or "
         "no_qualification."
     )
     statement = serializers.CharField()
