@@ -26,7 +26,8 @@ PARAMS = CorpusParams(
     projects=("/home/dev/checkout-service", "/home/dev/billing-api"), subagents_per_session=(1, 2),
 )  # fmt: skip
 DIVERGENCE_MEDIAN = 21_000  # tokens; log-normal spread 0.25
-QUEUE_NAME = "Demo: main-thread runs over 100k tokens"
+QUEUE_NAME = "Demo: Sonnet 4.5 main-thread runs over 100k tokens"
+QUEUE_MODEL = "claude-sonnet-4-5"  # a model of the traces demo, which seeds before this app
 CLASSES = [
     "forgotten_constraint", "retrieval_failure", "stale_or_conflicting_evidence", "repetition",
     "incorrect_symbol_relationship", "under_changed_fix", "over_broad_change",
@@ -148,9 +149,12 @@ def _queue(*, workspace, users, stdout) -> None:
     if AnnotationQueue.objects.filter(workspace=workspace, name=QUEUE_NAME).exists():
         return
     reviewer, editor = users["reviewer"], users["editor"]
-    criteria = {"agent_kind": "main", "min_context": 100_000, "unmarked": True}
+    criteria = {
+        "model": QUEUE_MODEL, "agent_kind": "main", "min_context": 100_000, "unmarked": True,
+    }  # fmt: skip
     candidates = RunFilter(criteria, queryset=Run.objects.filter(workspace=workspace)).qs
     if not candidates.exists():
+        stdout.write(f"  no unmarked {QUEUE_MODEL} runs over 100k tokens: no demo queue")
         return
     queue = services.queue_build(
         workspace=workspace,

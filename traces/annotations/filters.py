@@ -43,9 +43,14 @@ class RunFilter(django_filters.FilterSet):
     )
     model = django_filters.CharFilter(method="filter_model", label="Model contains")
     harness = django_filters.ChoiceFilter(
-        field_name="session__harness", choices=Harness.choices, empty_label="Any harness"
+        field_name="session__harness",
+        choices=Harness.choices,
+        empty_label="Any harness",
+        label="Harness",
     )
-    task_type = django_filters.ChoiceFilter(choices=TaskType.choices, empty_label="Any task type")
+    task_type = django_filters.ChoiceFilter(
+        choices=TaskType.choices, empty_label="Any task type", label="Task type"
+    )
     agent_kind = django_filters.ChoiceFilter(
         field_name="agent__kind",
         choices=[(AgentKind.MAIN, "main threads"), (AgentKind.SUBAGENT, "subagents")],
@@ -77,7 +82,7 @@ class RunFilter(django_filters.FilterSet):
 
     class Meta:
         model = Run
-        fields = ["task_type"]
+        fields: list[str] = []
 
     def filter_model(self, queryset, name, value):
         calls = Call.objects.filter(
