@@ -207,37 +207,51 @@ class TraceLoader:
             level = {pair for pair in missing if (pair[1] == "main") == parents_first}
             if not level:
                 continue
-            self._fetch_agents(level)
-            to_create = []
-            for session_pk, agent_id in level - set(self._agents):
-                info = self._pending_agents.get((session_pk, agent_id))
-                parent_pk = None
-                if agent_id != "main":
-                    parent_key = (session_pk, (info.parent_agent_id if info else None) or "main")
-                    parent_pk = self._agents.get(parent_key) or self._agents.get(
-                        (session_pk, "main")
-                    )
-                to_create.append(
-                    Agent(
-                        workspace=self.workspace,
-                        session_id=session_pk,
-                        external_id=agent_id[:200],
-                        kind=AgentKind.MAIN
-                        if agent_id == "main"
-                        else (info.kind if info else AgentKind.SUBAGENT),
-                        parent_id=parent_pk,
-                        agent_type=(info.agent_type if info else "")[:200],
-                        description=info.description if info else "",
-                        spawn_tool_call_id=(info.spawn_tool_call_id if info else "")[:200],
-                        start_kind=info.start_kind if info else "unknown",
-                    )
-                )
-            if to_create:
+            # Agents of sessions this loader created cannot exist yet: no need to look.
+            self._fetch_agents({pair for pair in level if pair[0] not in self._new_sessions})
+            to_create = [self._agent_object(pair) for pair in level - set(self._agents)]
+            fresh = [a for a in to_create if a.session_id in self._new_sessions]
+            known = [a for a in to_create if a.session_id not in self._new_sessions]
+            if fresh:
+                try:
+                    with transaction.atomic():
+                        Agent.objects.bulk_create(fresh)  # ids come back (RETURNING)
+                except IntegrityError:  # another worker reached these sessions too
+                    self._new_sessions -= {a.session_id for a in fresh}
+                    for agent in fresh:
+                        agent.pk = None
+                    known += fresh
+                else:
+                    for agent in fresh:
+                        self._agents[(agent.session_id, agent.external_id)] = agent.pk
+                    self.summary.agents += len(fresh)
+            if known:
                 with transaction.atomic():
-                    Agent.objects.bulk_create(to_create, ignore_conflicts=True)
+                    Agent.objects.bulk_create(known, ignore_conflicts=True)
                 self.summary.agents += self._fetch_agents(
-                    {(a.session_id, a.external_id) for a in to_create}
+                    {(a.session_id, a.external_id) for a in known}
                 )
+
+    def _agent_object(self, pair: tuple[int, str]) -> Agent:
+        session_pk, agent_id = pair
+        info = self._pending_agents.get(pair)
+        parent_pk = None
+        if agent_id != "main":
+            parent_key = (session_pk, (info.parent_agent_id if info else None) or "main")
+            parent_pk = self._agents.get(parent_key) or self._agents.get((session_pk, "main"))
+        return Agent(
+            workspace=self.workspace,
+            session_id=session_pk,
+            external_id=agent_id[:200],
+            kind=AgentKind.MAIN
+            if agent_id == "main"
+            else (info.kind if info else AgentKind.SUBAGENT),
+            parent_id=parent_pk,
+            agent_type=(info.agent_type if info else "")[:200],
+            description=info.description if info else "",
+            spawn_tool_call_id=(info.spawn_tool_call_id if info else "")[:200],
+            start_kind=info.start_kind if info else "unknown",
+        )
 
     def _next_index(self, session_pk: int, agent_pk: int | None) -> int:
         """Provisional positions in arrival order; the derive step corrects any that differ,

@@ -125,9 +125,10 @@ def seed(*, workspace, users, stdout) -> None:
             marked += 1
         if not agree and disputed is None:
             disputed = run
-    if disputed is not None and not Divergence.objects.filter(
-        run=disputed, kind=MarkKind.ADJUDICATION
-    ).exists():
+    if (
+        disputed is not None
+        and not Divergence.objects.filter(run=disputed, kind=MarkKind.ADJUDICATION).exists()
+    ):
         adopt = Divergence.objects.get(
             run=disputed, annotator=reviewer, kind=MarkKind.MARK, replaced_at=None
         )
