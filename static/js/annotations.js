@@ -4,6 +4,7 @@
   "use strict";
 
   var current = null; // call index of the current step
+  var pending = null; // what to select once a newly loaded window has settled
 
   function root() { return document.querySelector("[data-viewer]"); }
   function region() { return document.getElementById("steps"); }
@@ -77,10 +78,18 @@
   function goToCall(call) {
     var el = stepFor(call);
     if (el) { setCurrent(el, { smooth: true }); return; }
-    load(withQuery("at=" + encodeURIComponent(call))).then(function () {
-      var found = stepFor(call) || stepEls()[0];
-      if (found) setCurrent(found);
-    });
+    pending = { call: call };
+    load(withQuery("at=" + encodeURIComponent(call)));
+  }
+
+  function resolvePending() {
+    if (!pending) return;
+    var steps = stepEls();
+    var el = null;
+    if (pending.call !== undefined) el = stepFor(pending.call) || steps[0];
+    else el = pending.edge === "last" ? steps[steps.length - 1] : steps[0];
+    pending = null;
+    if (el) setCurrent(el);
   }
 
   function move(delta) {
@@ -92,10 +101,8 @@
     if (next >= 0 && next < steps.length) { setCurrent(steps[next]); return; }
     var link = region().querySelector(delta > 0 ? "a[data-nav=next]" : "a[data-nav=prev]");
     if (!link) { announce(delta > 0 ? "Last step" : "First step"); return; }
-    load(link.getAttribute("hx-get")).then(function () {
-      var fresh = stepEls();
-      if (fresh.length) setCurrent(fresh[delta > 0 ? 0 : fresh.length - 1]);
-    });
+    pending = { edge: delta > 0 ? "first" : "last" };
+    load(link.getAttribute("hx-get"));
   }
 
   function markForm() { return document.getElementById("mark-form"); }
@@ -176,6 +183,7 @@
   document.addEventListener("htmx:afterSettle", function () {
     if (!root() || !region()) return;
     shadeWindow();
+    if (pending) { resolvePending(); return; }
     var again = current !== null ? stepFor(current) : null;
     if (again) again.classList.add("is-current");
   });

@@ -48,14 +48,11 @@ def main_run(session: Session, index: int = 0) -> Run:
 
 def call_in(run: Run, offset: int = 0) -> Call:
     """The run's `offset`-th call (of its own agent)."""
-    return (
-        Call.objects.filter(
-            agent=run.agent,
-            session_index__gte=run.first_call_index,
-            session_index__lte=run.last_call_index,
-        )
-        .order_by("session_index")[offset]
-    )
+    return Call.objects.filter(
+        agent=run.agent,
+        session_index__gte=run.first_call_index,
+        session_index__lte=run.last_call_index,
+    ).order_by("session_index")[offset]
 
 
 HOSTILE = "<script>alert('pwned')</script>"

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from traces.annotations.analysis import aggregates
+from traces.annotations.analysis.aggregates import MarkPoint, by_band, compare_with_lab
 from traces.annotations.analysis.agreement import (
     Rating,
     kappa_for_items,
@@ -14,7 +15,6 @@ from traces.annotations.analysis.agreement import (
     run_agreement,
     step_agreement,
 )
-from traces.annotations.analysis.aggregates import MarkPoint, by_band, compare_with_lab
 from traces.annotations.analysis.steps import StepRow, build_step, full_part, segments
 
 # --- kappa -------------------------------------------------------------------
@@ -231,7 +231,9 @@ def test_build_step_previews_results_links_spawns_and_serves_full_parts():
             "t2": {"content": "done", "is_error": True, "truncated_chars": 0},
         },
     }
-    row = StepRow(7, 3, datetime(2026, 1, 1, tzinfo=UTC), "m", 50_000, 300, 3, 1_200, 48_797, 48_800)
+    row = StepRow(
+        7, 3, datetime(2026, 1, 1, tzinfo=UTC), "m", 50_000, 300, 3, 1_200, 48_797, 48_800
+    )
     step = build_step(row, text, position=4, spawns={"t2": 99})
     assert step.added == 1_200 and step.position == 4 and step.tool_names == ["Read", "Task"]
     kinds = [b.kind for b in step.blocks]

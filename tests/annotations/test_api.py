@@ -31,18 +31,32 @@ def test_create_then_replace_keeps_history(api_for, small_session):
     assert body["failure_class"] == "forgotten_constraint" and body["current"] is True
     assert body["evidence_call_indexes"] == [evidence] and body["replaces"] is None
     assert body["viewer_url"].endswith(f"?at={step.session_index}#step-{step.session_index}")
-    same = api.post("/api/v1/divergences/", mark_payload(small_session, step.session_index, evidence_call_indexes=[evidence]), format="json")
+    same = api.post(
+        "/api/v1/divergences/",
+        mark_payload(small_session, step.session_index, evidence_call_indexes=[evidence]),
+        format="json",
+    )
     assert same.status_code == 200 and same.json()["id"] == body["id"]
     replaced = api.post(
         "/api/v1/divergences/",
-        mark_payload(small_session, call_in(run, 8).session_index, failure_class="repetition", agent=run.agent_id),
+        mark_payload(
+            small_session,
+            call_in(run, 8).session_index,
+            failure_class="repetition",
+            agent=run.agent_id,
+        ),
         format="json",
     )
     assert replaced.status_code == 201 and replaced.json()["replaces"] == body["id"]
     listing = api.get("/api/v1/divergences/", {"session": small_session.pk}).json()
     assert [m["id"] for m in listing["results"]] == [replaced.json()["id"]]
-    history = api.get("/api/v1/divergences/", {"session": small_session.pk, "current": "false"}).json()
-    assert {m["id"]: m["current"] for m in history["results"]} == {body["id"]: False, replaced.json()["id"]: True}
+    history = api.get(
+        "/api/v1/divergences/", {"session": small_session.pk, "current": "false"}
+    ).json()
+    assert {m["id"]: m["current"] for m in history["results"]} == {
+        body["id"]: False,
+        replaced.json()["id"]: True,
+    }
 
 
 @pytest.mark.parametrize(
@@ -70,16 +84,32 @@ def test_evidence_and_run_and_agent_errors(api_for, small_session):
     api = api_for("editor")
     run = main_run(small_session)
     step = call_in(run, 5).session_index
-    after = api.post("/api/v1/divergences/", mark_payload(small_session, step, evidence_call_indexes=[step + 1]), format="json")
-    assert after.status_code == 400 and "before the divergence" in after.json()["evidence_call_indexes"][0]
+    after = api.post(
+        "/api/v1/divergences/",
+        mark_payload(small_session, step, evidence_call_indexes=[step + 1]),
+        format="json",
+    )
+    assert (
+        after.status_code == 400
+        and "before the divergence" in after.json()["evidence_call_indexes"][0]
+    )
     other_run = Run.objects.filter(session=small_session).exclude(pk=run.pk).first()
-    outside = api.post("/api/v1/divergences/", mark_payload(small_session, step, run=other_run.pk), format="json")
+    outside = api.post(
+        "/api/v1/divergences/", mark_payload(small_session, step, run=other_run.pk), format="json"
+    )
     assert outside.status_code == 400 and "outside run" in outside.json()["call_index"][0]
     sub = Agent.objects.filter(session=small_session, kind=AgentKind.SUBAGENT).first()
-    wrong_agent = api.post("/api/v1/divergences/", mark_payload(small_session, step, agent=sub.pk), format="json")
+    wrong_agent = api.post(
+        "/api/v1/divergences/", mark_payload(small_session, step, agent=sub.pk), format="json"
+    )
     assert wrong_agent.status_code == 400 and "another agent" in wrong_agent.json()["call_index"][0]
-    unknown_agent = api.post("/api/v1/divergences/", mark_payload(small_session, step, agent=10**9), format="json")
-    assert unknown_agent.status_code == 400 and "not in this session" in unknown_agent.json()["agent"][0]
+    unknown_agent = api.post(
+        "/api/v1/divergences/", mark_payload(small_session, step, agent=10**9), format="json"
+    )
+    assert (
+        unknown_agent.status_code == 400
+        and "not in this session" in unknown_agent.json()["agent"][0]
+    )
     assert not Divergence.objects.exists()
 
 
@@ -90,7 +120,10 @@ def test_roles_and_isolation(api_for, small_session, other_session, members, out
     foreign = mark_payload(other_session, 0)
     response = api_for("admin").post("/api/v1/divergences/", foreign, format="json")
     assert response.status_code == 404
-    assert api_for("viewer").get("/api/v1/divergences/", {"session": other_session.pk}).status_code == 404
+    assert (
+        api_for("viewer").get("/api/v1/divergences/", {"session": other_session.pk}).status_code
+        == 404
+    )
     mine = services.divergence_mark(
         session=small_session, annotator=members["editor"], call_index=call_in(run, 5).session_index,
         failure_class="repetition", confidence="low",
@@ -114,23 +147,46 @@ def test_adjudication_and_run_agreement(api_for, small_session, members):
         session=small_session, annotator=members["reviewer"], call_index=call_in(run, 7).session_index,
         failure_class="repetition", confidence="high",
     )  # fmt: skip
-    agreement = api_for("viewer").get("/api/v1/divergences/agreement/", {"run": run.pk, "window": 1}).json()
+    agreement = (
+        api_for("viewer").get("/api/v1/divergences/agreement/", {"run": run.pk, "window": 1}).json()
+    )
     assert agreement["n"] == 2 and agreement["step_spread"] == 2
     assert agreement["within_window"] is False and agreement["same_class"] is True
-    wider = api_for("viewer").get("/api/v1/divergences/agreement/", {"run": run.pk, "window": 3}).json()
+    wider = (
+        api_for("viewer").get("/api/v1/divergences/agreement/", {"run": run.pk, "window": 3}).json()
+    )
     assert wider["within_window"] is True
-    assert api_for("reviewer").post("/api/v1/divergences/adjudicate/", {"run": run.pk, "adopt": a.pk}, format="json").status_code == 403
-    missing = api_for("admin").post("/api/v1/divergences/adjudicate/", {"run": run.pk}, format="json")
-    assert missing.status_code == 400 and set(missing.json()) == {"call_index", "failure_class", "confidence"}
-    final = api_for("admin").post("/api/v1/divergences/adjudicate/", {"run": run.pk, "adopt": a.pk}, format="json")
+    assert (
+        api_for("reviewer")
+        .post("/api/v1/divergences/adjudicate/", {"run": run.pk, "adopt": a.pk}, format="json")
+        .status_code
+        == 403
+    )
+    missing = api_for("admin").post(
+        "/api/v1/divergences/adjudicate/", {"run": run.pk}, format="json"
+    )
+    assert missing.status_code == 400 and set(missing.json()) == {
+        "call_index",
+        "failure_class",
+        "confidence",
+    }
+    final = api_for("admin").post(
+        "/api/v1/divergences/adjudicate/", {"run": run.pk, "adopt": a.pk}, format="json"
+    )
     assert final.status_code == 201 and final.json()["kind"] == "adjudication"
     assert final.json()["based_on"] == a.pk
-    listing = api_for("viewer").get("/api/v1/divergences/", {"run": run.pk, "kind": "adjudication"}).json()
+    listing = (
+        api_for("viewer")
+        .get("/api/v1/divergences/", {"run": run.pk, "kind": "adjudication"})
+        .json()
+    )
     assert listing["count"] == 1
 
 
 def test_divergence_by_band_counts_resolved_runs(api_for, small_session, members):
-    runs = list(Run.objects.filter(session=small_session, agent__kind=AgentKind.MAIN).order_by("index"))[:3]
+    runs = list(
+        Run.objects.filter(session=small_session, agent__kind=AgentKind.MAIN).order_by("index")
+    )[:3]
     contexts = []
     for number, run in enumerate(runs):
         call = call_in(run, 2)
@@ -144,7 +200,11 @@ def test_divergence_by_band_counts_resolved_runs(api_for, small_session, members
         session=small_session, annotator=members["reviewer"], call_index=call_in(runs[0], 30).session_index,
         failure_class="harness_truncation", confidence="low",
     )  # fmt: skip
-    body = api_for("viewer").get("/api/v1/analytics/divergence-by-band/", {"band_width": 10_000}).json()
+    body = (
+        api_for("viewer")
+        .get("/api/v1/analytics/divergence-by-band/", {"band_width": 10_000})
+        .json()
+    )
     assert body["band_width"] == 10_000 and body["basis"] == "resolved"
     assert body["n"] == 2 and body["runs"] == 3 and body["disputed_runs"] == 1
     assert body["resolution"] == {"single": 2}
@@ -162,11 +222,17 @@ def test_divergence_by_band_counts_resolved_runs(api_for, small_session, members
     assert counted == expected
     totals = {c["slug"]: c["total"] for c in body["classes"]}
     assert len(totals) == 10 and totals["repetition"] == 1 and totals["retrieval_failure"] == 1
-    every = api_for("viewer").get("/api/v1/analytics/divergence-by-band/", {"basis": "marks"}).json()
+    every = (
+        api_for("viewer").get("/api/v1/analytics/divergence-by-band/", {"basis": "marks"}).json()
+    )
     assert every["n"] == 4
     bad = api_for("viewer").get("/api/v1/analytics/divergence-by-band/", {"band_width": "wide"})
     assert bad.status_code == 400 and "band_width" in bad.json()
-    lab = api_for("viewer").get("/api/v1/analytics/divergence-vs-lab/", {"model": runs[0].session.model_names[0]}).json()
+    lab = (
+        api_for("viewer")
+        .get("/api/v1/analytics/divergence-vs-lab/", {"model": runs[0].session.model_names[0]})
+        .json()
+    )
     assert lab["verdict"] == "no_qualification" and len(lab["contexts"]) == 2
 
 
@@ -180,8 +246,13 @@ def test_queue_api_build_next_finish(api_for, small_session, members):
         "annotators_per_run": 2,
         "seed": 3,
     }
-    assert api_for("editor").post("/api/v1/annotation-queues/", payload, format="json").status_code == 403
-    unknown = reviewer.post("/api/v1/annotation-queues/", {**payload, "annotators": ["nobody"]}, format="json")
+    assert (
+        api_for("editor").post("/api/v1/annotation-queues/", payload, format="json").status_code
+        == 403
+    )
+    unknown = reviewer.post(
+        "/api/v1/annotation-queues/", {**payload, "annotators": ["nobody"]}, format="json"
+    )
     assert unknown.status_code == 400 and "nobody" in unknown.json()["annotators"][0]
     created = reviewer.post("/api/v1/annotation-queues/", payload, format="json")
     assert created.status_code == 201, created.content
@@ -190,24 +261,41 @@ def test_queue_api_build_next_finish(api_for, small_session, members):
     assert queue["annotators"] == ["editor-a", "reviewer-a"] and queue["seed"] == 3
     first = reviewer.get(f"/api/v1/annotation-queues/{queue['id']}/next/")
     assert first.status_code == 200 and first.json()["position"] == 0
-    assert reviewer.post(f"/api/v1/annotation-queues/{queue['id']}/next/").json()["run"] == first.json()["run"]
-    assert api_for("viewer").get(f"/api/v1/annotation-queues/{queue['id']}/next/").status_code == 403
+    assert (
+        reviewer.post(f"/api/v1/annotation-queues/{queue['id']}/next/").json()["run"]
+        == first.json()["run"]
+    )
+    assert (
+        api_for("viewer").get(f"/api/v1/annotation-queues/{queue['id']}/next/").status_code == 403
+    )
     assert api_for("admin").get(f"/api/v1/annotation-queues/{queue['id']}/next/").status_code == 403
-    done = reviewer.post(f"/api/v1/annotation-queues/{queue['id']}/finish/", {"outcome": "no_divergence"}, format="json")
+    done = reviewer.post(
+        f"/api/v1/annotation-queues/{queue['id']}/finish/",
+        {"outcome": "no_divergence"},
+        format="json",
+    )
     assert done.status_code == 200
     second = reviewer.get(f"/api/v1/annotation-queues/{queue['id']}/next/").json()
     assert second["position"] == 1
-    skip = reviewer.post(f"/api/v1/annotation-queues/{queue['id']}/finish/", {"outcome": "skip"}, format="json")
+    skip = reviewer.post(
+        f"/api/v1/annotation-queues/{queue['id']}/finish/", {"outcome": "skip"}, format="json"
+    )
     assert skip.status_code == 200
     assert reviewer.get(f"/api/v1/annotation-queues/{queue['id']}/next/").status_code == 204
-    nothing = reviewer.post(f"/api/v1/annotation-queues/{queue['id']}/finish/", {"outcome": "skip"}, format="json")
+    nothing = reviewer.post(
+        f"/api/v1/annotation-queues/{queue['id']}/finish/", {"outcome": "skip"}, format="json"
+    )
     assert nothing.status_code == 400 and "no open run" in nothing.json()["run"][0]
     detail = api_for("viewer").get(f"/api/v1/annotation-queues/{queue['id']}/").json()
     assert detail["progress"]["finished"] == 1 and detail["progress"]["places"] == 4
     assert detail["kappa"]["kappa"] is None and detail["kappa"]["reason"]
-    closed = reviewer.post(f"/api/v1/annotation-queues/{queue['id']}/status/", {"status": "closed"}, format="json")
+    closed = reviewer.post(
+        f"/api/v1/annotation-queues/{queue['id']}/status/", {"status": "closed"}, format="json"
+    )
     assert closed.status_code == 200 and closed.json()["status"] == "closed"
-    assert api_for("editor").get(f"/api/v1/annotation-queues/{queue['id']}/next/").status_code == 400
+    assert (
+        api_for("editor").get(f"/api/v1/annotation-queues/{queue['id']}/next/").status_code == 400
+    )
     assert AuditEvent.objects.filter(action="annotation_queue.close").count() == 1
 
 

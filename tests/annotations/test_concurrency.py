@@ -25,7 +25,7 @@ def run_threads(count, work):
         try:
             barrier.wait(timeout=30)
             work(number)
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:  # reported below
             errors.append(exc)
         finally:
             connection.close()
@@ -67,7 +67,11 @@ def test_no_place_is_handed_out_twice(workspace, members, small_session):
     run_threads(len(annotators), work)
     assert len(claims) == places  # every place was handed out
     assert all(len(users) == 1 for users in claims.values()), claims
-    slots = list(QueueSlot.objects.filter(item__queue=queue).values_list("item_id", "annotator_id", "finished_at"))
+    slots = list(
+        QueueSlot.objects.filter(item__queue=queue).values_list(
+            "item_id", "annotator_id", "finished_at"
+        )
+    )
     assert all(annotator and finished for _, annotator, finished in slots)
     per_item = defaultdict(set)
     for item, annotator, _ in slots:

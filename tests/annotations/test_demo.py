@@ -16,7 +16,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def demo_users(members):
-    return {"admin": members["admin"], "reviewer": members["reviewer"], "editor": members["editor"], "viewer": members["viewer"]}
+    return {
+        "admin": members["admin"],
+        "reviewer": members["reviewer"],
+        "editor": members["editor"],
+        "viewer": members["viewer"],
+    }
 
 
 def test_seed_adds_annotated_runs_idempotently(workspace, demo_users, client_for):
@@ -46,10 +51,14 @@ def test_seed_adds_annotated_runs_idempotently(workspace, demo_users, client_for
     report = selectors.lab_report(workspace=workspace, points=points, model=demo.DEMO_MODEL)
     assert report.reference is not None and report.comparison.reference_kind == "ECL"
     assert report.comparison.verdict == "earlier"
-    page = client_for("viewer").get(f"/w/{workspace.slug}/annotations/divergences/").content.decode()
+    page = (
+        client_for("viewer").get(f"/w/{workspace.slug}/annotations/divergences/").content.decode()
+    )
     assert "Production diverges earlier than the lab predicted" in page
     assert f"n = {len(report.contexts)} annotated runs" in page
-    other = client_for("viewer").get(
-        f"/w/{workspace.slug}/annotations/divergences/", {"lab_model": "claude-opus-9"}
-    ).content.decode()
+    other = (
+        client_for("viewer")
+        .get(f"/w/{workspace.slug}/annotations/divergences/", {"lab_model": "claude-opus-9"})
+        .content.decode()
+    )
     assert "No qualification for this model" in other

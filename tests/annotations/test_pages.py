@@ -39,7 +39,9 @@ def test_long_run_is_paged_in_windows_of_fifty(workspace, client_for):
     html = page.content.decode()
     first = step_ids(html)
     calls = list(
-        Call.objects.filter(agent=run.agent).order_by("agent_index").values_list("session_index", flat=True)
+        Call.objects.filter(agent=run.agent)
+        .order_by("agent_index")
+        .values_list("session_index", flat=True)
     )
     assert first == calls[:50]
     assert f"Steps 1–50 of {run.call_count:,}" in html
@@ -115,7 +117,11 @@ def test_compactions_and_subagent_spawns_are_drawn(workspace, client_for, small_
     html = client.get(viewer_url(workspace, small_session, agent=main) + "?page=1").content.decode()
     pages = [html]
     for page in range(2, -(-main.call_count // 50) + 1):
-        pages.append(client.get(viewer_url(workspace, small_session, agent=main) + f"?page={page}").content.decode())
+        pages.append(
+            client.get(
+                viewer_url(workspace, small_session, agent=main) + f"?page={page}"
+            ).content.decode()
+        )
     everything = "".join(pages)
     assert "Full compaction (auto):" in everything
     assert f"/annotations/sessions/{small_session.pk}/agents/{sub.pk}/" in everything
@@ -133,17 +139,35 @@ def test_marking_without_javascript_then_replacing(workspace, client_for, small_
     url = f"/w/{workspace.slug}/annotations/sessions/{small_session.pk}/mark/"
     form = client.get(url, {"run": run.pk, "call_index": step})
     assert form.status_code == 200 and f'value="{step}"' in form.content.decode()
-    bad = client.post(url, {"run": run.pk, "call_index": step, "failure_class": "other", "confidence": "low"})
+    bad = client.post(
+        url, {"run": run.pk, "call_index": step, "failure_class": "other", "confidence": "low"}
+    )
     assert bad.status_code == 400
     assert "Say what went wrong when the class is Other." in bad.content.decode()
     outside = client.post(
-        url, {"run": run.pk, "call_index": run.last_call_index + 1, "failure_class": "repetition", "confidence": "low"}
+        url,
+        {
+            "run": run.pk,
+            "call_index": run.last_call_index + 1,
+            "failure_class": "repetition",
+            "confidence": "low",
+        },
     )
     assert outside.status_code == 400 and f"outside run {run.pk}" in outside.content.decode()
     evidence = client.post(
-        url, {"run": run.pk, "call_index": step, "failure_class": "repetition", "confidence": "low", "evidence": "3, x"}
+        url,
+        {
+            "run": run.pk,
+            "call_index": step,
+            "failure_class": "repetition",
+            "confidence": "low",
+            "evidence": "3, x",
+        },
     )
-    assert evidence.status_code == 400 and "&#x27;x&#x27; is not a call number." in evidence.content.decode()
+    assert (
+        evidence.status_code == 400
+        and "&#x27;x&#x27; is not a call number." in evidence.content.decode()
+    )
     assert not Divergence.objects.exists()
     ok = client.post(
         url,
@@ -154,8 +178,14 @@ def test_marking_without_javascript_then_replacing(workspace, client_for, small_
     page = client.get(ok["Location"]).content.decode()
     assert "Marked call" in page and "Your mark (replace it)" in page
     assert "Create a restart package from here" in page
-    assert f"specs/restart-packages/new/?session={small_session.pk}&amp;indicators=reproposed-rejected-interface" in page
-    again = client.post(url, {"run": run.pk, "call_index": step + 0, "failure_class": "repetition", "confidence": "low"})
+    assert (
+        f"specs/restart-packages/new/?session={small_session.pk}&amp;indicators=reproposed-rejected-interface"
+        in page
+    )
+    again = client.post(
+        url,
+        {"run": run.pk, "call_index": step + 0, "failure_class": "repetition", "confidence": "low"},
+    )
     assert again.status_code == 302
     assert Divergence.objects.filter(run=run).count() == 2
     assert "1 replaced mark" in client.get(ok["Location"]).content.decode()
@@ -191,7 +221,10 @@ def test_admin_adjudicates_from_the_run_page(workspace, client_for, small_sessio
     page = client_for("viewer").get(viewer_url(workspace, small_session, run=run)).content.decode()
     assert "★ Final" in page
     incomplete = client_for("admin").post(url, {"call_index": "", "failure_class": ""})
-    assert incomplete.status_code == 400 and "Required unless you adopt a mark." in incomplete.content.decode()
+    assert (
+        incomplete.status_code == 400
+        and "Required unless you adopt a mark." in incomplete.content.decode()
+    )
 
 
 def test_other_workspaces_are_404_and_viewers_cannot_mark(
@@ -204,13 +237,20 @@ def test_other_workspaces_are_404_and_viewers_cannot_mark(
     assert client.get(f"{base}/{other_session.pk}/runs/{foreign_run.pk}/").status_code == 404
     assert client.get(f"{base}/{small_session.pk}/runs/{foreign_run.pk}/").status_code == 404
     assert client.get(f"{base}/{other_session.pk}/calls/0/part/?key=prompt").status_code == 404
-    assert client.post(f"{base}/{other_session.pk}/mark/", {"run": foreign_run.pk}).status_code == 404
+    assert (
+        client.post(f"{base}/{other_session.pk}/mark/", {"run": foreign_run.pk}).status_code == 404
+    )
     viewer = client_for("viewer")
     run = main_run(small_session)
     assert viewer.get(f"{base}/{small_session.pk}/mark/?run={run.pk}").status_code == 403
     denied = viewer.post(
         f"{base}/{small_session.pk}/mark/",
-        {"run": run.pk, "call_index": run.first_call_index, "failure_class": "repetition", "confidence": "low"},
+        {
+            "run": run.pk,
+            "call_index": run.first_call_index,
+            "failure_class": "repetition",
+            "confidence": "low",
+        },
     )
     assert denied.status_code == 403 and not Divergence.objects.exists()
     page = viewer.get(viewer_url(workspace, small_session, run=run)).content.decode()
@@ -226,7 +266,16 @@ def test_queue_pages_build_hand_out_and_report(workspace, client_for, small_sess
     main_runs = Run.objects.filter(session=small_session, agent__kind="main").count()
     assert f"<strong>{main_runs}</strong> runs match" in preview.content.decode()
     assert client_for("editor").post(base, {"name": "x"}).status_code == 403
-    bad = reviewer.post(base, {"name": "", "sample_size": 5, "annotators": [], "annotators_per_run": 2, "agreement_window": 3})
+    bad = reviewer.post(
+        base,
+        {
+            "name": "",
+            "sample_size": 5,
+            "annotators": [],
+            "annotators_per_run": 2,
+            "agreement_window": 3,
+        },
+    )
     assert bad.status_code == 400 and "This field is required." in bad.content.decode()
     response = reviewer.post(
         base,
@@ -237,7 +286,11 @@ def test_queue_pages_build_hand_out_and_report(workspace, client_for, small_sess
     assert response.status_code == 302
     detail_url = response["Location"]
     detail = reviewer.get(detail_url).content.decode()
-    assert "Take my next run" in detail and "agent_kind=main" in detail and "min_context=1000" in detail
+    assert (
+        "Take my next run" in detail
+        and "agent_kind=main" in detail
+        and "min_context=1000" in detail
+    )
     nxt = reviewer.post(detail_url + "next/")
     assert nxt.status_code == 302 and "?queue=" in nxt["Location"]
     run_page = reviewer.get(nxt["Location"]).content.decode()
@@ -251,7 +304,9 @@ def test_queue_pages_build_hand_out_and_report(workspace, client_for, small_sess
     assert "not one of this queue" in client_for("admin").get(detail_url).content.decode()
 
 
-def test_divergences_page_aggregates_with_n_and_empty_states(workspace, client_for, small_session, members):
+def test_divergences_page_aggregates_with_n_and_empty_states(
+    workspace, client_for, small_session, members
+):
     url = f"/w/{workspace.slug}/annotations/divergences/"
     empty = client_for("viewer").get(url).content.decode()
     assert "No divergences marked yet" in empty
@@ -264,9 +319,17 @@ def test_divergences_page_aggregates_with_n_and_empty_states(workspace, client_f
     page = client_for("viewer").get(url).content.decode()
     assert "Failure classes by context band" in page and "n = 3 divergences" in page
     assert "No qualification for this model" in page
-    csv_text = client_for("viewer").get(f"/w/{workspace.slug}/annotations/divergences/divergences.csv").content.decode()
+    csv_text = (
+        client_for("viewer")
+        .get(f"/w/{workspace.slug}/annotations/divergences/divergences.csv")
+        .content.decode()
+    )
     assert csv_text.count("\n") == 4 and "repetition" in csv_text
-    bands = client_for("viewer").get(f"/w/{workspace.slug}/annotations/divergences/by-band.csv?band=50000").content.decode()
+    bands = (
+        client_for("viewer")
+        .get(f"/w/{workspace.slug}/annotations/divergences/by-band.csv?band=50000")
+        .content.decode()
+    )
     header = bands.splitlines()[0].split(",")
     assert header[:3] == ["band_lower", "band_upper", "n"]
     assert sum(int(line.split(",")[2]) for line in bands.splitlines()[1:]) == 3

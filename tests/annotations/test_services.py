@@ -82,7 +82,9 @@ def test_bad_input_names_the_field_and_saves_nothing(small_session, other_sessio
     assert "other" in error(failure_class="other")["other_text"][0]
     later = error(evidence_call_indexes=[step + 1])["evidence_call_indexes"][0]
     assert "before the divergence" in later
-    assert "before the divergence" in error(evidence_call_indexes=[step])["evidence_call_indexes"][0]
+    assert (
+        "before the divergence" in error(evidence_call_indexes=[step])["evidence_call_indexes"][0]
+    )
     assert "not a call index" in error(evidence_call_indexes=[-1])["evidence_call_indexes"][0]
     other_run = Run.objects.filter(session=small_session).exclude(pk=run.pk).first()
     outside = error(run=other_run)["call_index"][0]
@@ -104,7 +106,13 @@ def test_viewers_and_outsiders_cannot_mark(small_session, members, outsider):
 def test_adjudication_adopts_or_states_a_final_mark(small_session, members):
     run = main_run(small_session)
     a = mark(small_session, members["reviewer"], call_in(run, 4).session_index)
-    mark(small_session, members["editor"], call_in(run, 20).session_index, failure_class="other", other_text="gave up")
+    mark(
+        small_session,
+        members["editor"],
+        call_in(run, 20).session_index,
+        failure_class="other",
+        other_text="gave up",
+    )
     with pytest.raises(PermissionDenied):
         services.divergence_adjudicate(run=run, adjudicator=members["reviewer"], adopt=a)
     final = services.divergence_adjudicate(run=run, adjudicator=members["admin"], adopt=a)
@@ -193,7 +201,9 @@ def test_queue_hands_out_each_place_once_and_tracks_outcomes(small_session, memb
     assert (progress.items, progress.places, progress.finished, progress.assigned) == (2, 4, 2, 1)
     assert progress.complete_items == 1
     actions = list(
-        AuditEvent.objects.filter(action__startswith="annotation_queue").values_list("action", flat=True)
+        AuditEvent.objects.filter(action__startswith="annotation_queue").values_list(
+            "action", flat=True
+        )
     )
     assert actions.count("annotation_queue.assign") == 4
     assert "annotation_queue.skip" in actions and "annotation_queue.no_divergence" in actions
@@ -232,7 +242,12 @@ def test_queue_kappa_from_marks_is_the_hand_computed_value(small_session, member
             if cls is None:
                 services.queue_no_divergence(queue=queue, user=user)
             else:
-                mark(small_session, user, call_in(run, 3 if user == a else 4).session_index, failure_class=cls)
+                mark(
+                    small_session,
+                    user,
+                    call_in(run, 3 if user == a else 4).session_index,
+                    failure_class=cls,
+                )
     agreement = selectors.queue_agreement(queue=queue)
     assert agreement.kappa.method == "cohen" and agreement.kappa.items == 4
     assert agreement.kappa.kappa == pytest.approx(7 / 11)
@@ -250,4 +265,6 @@ def test_calls_are_not_keyed_by_foreign_key(small_session, members):
     step = call_in(run, 2).session_index
     m = mark(small_session, members["reviewer"], step)
     assert Call.objects.filter(session=small_session, session_index=m.call_index).exists()
-    assert not [f for f in Divergence._meta.get_fields() if getattr(f, "related_model", None) is Call]
+    assert not [
+        f for f in Divergence._meta.get_fields() if getattr(f, "related_model", None) is Call
+    ]

@@ -56,6 +56,17 @@ def strip_figure(
         if downsampled
         else (list(index), list(context))
     )
+    if not downsampled:
+        # Break the line where other agents' calls interleave (gaps in the session index).
+        gx: list = []
+        gy: list = []
+        for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
+            if i and xi - x[i - 1] > 1:
+                gx.append(None)
+                gy.append(None)
+            gx.append(xi)
+            gy.append(yi)
+        x, y = gx, gy
     trace = go.Scattergl if len(x) > 1500 else go.Scatter
     fig = go.Figure()
     fig.add_trace(

@@ -62,7 +62,7 @@ class AdjudicateForm(forms.Form):
     adopt = forms.IntegerField(required=False, widget=forms.HiddenInput)
     call_index = forms.IntegerField(required=False, min_value=0, label="Final step (call #)")
     failure_class = forms.ChoiceField(
-        required=False, choices=[("", "—")] + CLASS_CHOICES, label="Final class"
+        required=False, choices=[("", "—"), *CLASS_CHOICES], label="Final class"
     )
     other_text = forms.CharField(required=False, max_length=500, label="If other: what")
     confidence = forms.ChoiceField(

@@ -227,3 +227,6 @@ class QueueSkip(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["item", "user"], name="queue_skip_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} skipped {self.item}"

@@ -1,0 +1,188 @@
+"""In Chromium: a reviewer reads a run with j/k and marks a divergence with the keyboard; a
+click on the context strip brings its step into view; transcript markup never runs; the
+pages people look at are screenshotted (GOVERNANCE_SCREENSHOTS)."""
+
+import io
+import re
+
+import pytest
+
+from tests.annotations.conftest import HOSTILE, ingest_synthetic, main_run
+from traces.annotations.models import Divergence
+from traces.models import Agent, AgentKind, Call, Run
+from traces.synthetic import CorpusParams
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def calls_of(run):
+    return list(
+        Call.objects.filter(
+            agent=run.agent,
+            session_index__gte=run.first_call_index,
+            session_index__lte=run.last_call_index,
+        )
+        .order_by("session_index")
+        .values_list("session_index", flat=True)
+    )
+
+
+def current_call(page):
+    return page.evaluate(
+        "(() => { const el = document.querySelector('#steps li.step.is-current'); return el ? Number(el.dataset.call) : null; })()"
+    )
+
+
+def test_reviewer_marks_a_divergence_with_the_keyboard(
+    page, login, members, small_session, screenshot
+):
+    run = main_run(small_session)
+    calls = calls_of(run)
+    login("reviewer-a")
+    page.goto(
+        f"{page.base_url}/w/{small_session.workspace.slug}/annotations/sessions/{small_session.pk}/runs/{run.pk}/"
+    )
+    page.locator("#strip.js-plotly-plot").wait_for()
+    page.keyboard.press("j")
+    assert current_call(page) == calls[0]
+    page.keyboard.press("j")
+    assert current_call(page) == calls[1]
+    focused = page.evaluate("document.activeElement.id")
+    assert focused == f"step-{calls[1]}"  # focus follows, for keyboard and screen reader users
+    assert page.locator(f"#step-{calls[1]}").get_attribute("aria-current") == "step"
+    page.keyboard.press("e")  # this step is the evidence
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    page.keyboard.press("k")
+    page.keyboard.press("j")
+    assert current_call(page) == calls[3]
+    shapes = page.evaluate(
+        "document.getElementById('strip').layout.shapes.filter(s => s.name === 'current').map(s => s.x0)"
+    )
+    assert shapes == [calls[3]]  # the strip highlights the current step
+    page.keyboard.press("d")
+    assert page.locator("#id_call_index").input_value() == str(calls[3])
+    assert page.locator("[data-mark-evidence]").input_value() == str(calls[1])
+    assert page.evaluate("document.activeElement.name") == "failure_class"
+    screenshot("annotations-marking", full_page=False)
+    page.keyboard.press("Space")  # the first class: retrieval failure
+    page.keyboard.press("Tab")  # other text
+    page.keyboard.press("Tab")  # confidence group
+    page.keyboard.press("ArrowRight")  # medium
+    page.keyboard.press("Tab")  # evidence (already filled by e)
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.wait_for_load_state("networkidle")
+    assert page.get_by_text(f"Marked call {calls[3]} as Retrieval failure").is_visible()
+    mark = Divergence.objects.get()
+    assert (mark.call_index, mark.failure_class, mark.confidence) == (
+        calls[3],
+        "retrieval_failure",
+        "medium",
+    )
+    assert mark.evidence_call_indexes == [calls[1]] and mark.annotator.username == "reviewer-a"
+    assert current_call(page) == calls[3]  # back on the marked step
+    assert page.get_by_role("link", name="Create a restart package from here").is_visible()
+    screenshot("annotations-marked", full_page=False)
+
+
+def test_chart_click_scrolls_to_the_step(page, login, members, workspace, screenshot):
+    params = CorpusParams(
+        sessions=1, steps_per_session=(160, 160), threshold=10**9, growth_at_100k=300,
+        subagents_per_session=(1, 1), subagent_steps=(4, 4), seed=21,
+    )  # fmt: skip
+    session = ingest_synthetic(workspace, params, name="click")[0]
+    run = Run.objects.get(session=session, agent__kind=AgentKind.MAIN)
+    calls = calls_of(run)
+    target = calls[137]  # in the third window of fifty
+    login("viewer-a")
+    page.goto(
+        f"{page.base_url}/w/{workspace.slug}/annotations/sessions/{session.pk}/runs/{run.pk}/"
+    )
+    strip = page.locator("#strip.js-plotly-plot")
+    strip.wait_for()
+    assert page.locator(f"#step-{target}").count() == 0
+    x, y = page.evaluate(
+        """(call) => {
+            const el = document.getElementById('strip');
+            const L = el._fullLayout, trace = el.data[0];
+            const i = trace.x.indexOf(call);
+            return [L._size.l + L.xaxis.l2p(call), L._size.t + L.yaxis.l2p(trace.y[i])];
+        }""",
+        target,
+    )
+    box = strip.bounding_box()
+    page.mouse.move(box["x"] + x, box["y"] + y)
+    page.mouse.click(box["x"] + x, box["y"] + y)
+    step = page.locator(f"#step-{target}")
+    step.wait_for()
+    page.wait_for_function(
+        f"document.querySelector('#step-{target}').classList.contains('is-current')"
+    )
+    page.wait_for_timeout(400)
+    top = step.bounding_box()["y"]
+    strip_bottom = page.locator("#strip-wrap").bounding_box()
+    assert (
+        strip_bottom["y"] + strip_bottom["height"] - 5 <= top < 900
+    )  # below the sticky strip, on screen
+    assert page.url.endswith(f"#step-{target}")
+    assert page.get_by_text(f"Steps 101–150 of {run.call_count}").first.is_visible()
+    shaded = page.evaluate(
+        "document.getElementById('strip').layout.shapes.filter(s => s.name === 'window').map(s => [s.x0, s.x1])"
+    )
+    assert shaded == [[calls[100] - 0.5, calls[149] + 0.5]]
+    screenshot("annotations-strip-click", full_page=False)
+    # j at the end of a window loads the next one.
+    page.locator(f"#step-{calls[149]} h3").click()
+    page.keyboard.press("j")
+    page.wait_for_function(f"document.querySelector('#step-{calls[150]}') !== null")
+    page.wait_for_function(
+        f"document.querySelector('#step-{calls[150]}').classList.contains('is-current')"
+    )
+
+
+def test_transcript_markup_never_runs(page, login, members, hostile_session, screenshot):
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    agent = Agent.objects.get(session=hostile_session, kind=AgentKind.MAIN)
+    login("editor-a")
+    page.goto(
+        f"{page.base_url}/w/{hostile_session.workspace.slug}/annotations/sessions/{hostile_session.pk}/agents/{agent.pk}/"
+    )
+    page.locator("#strip.js-plotly-plot").wait_for()
+    first = page.locator("li.step").first
+    assert HOSTILE in first.inner_text()  # shown as text
+    expand = first.get_by_role("link", name=re.compile("^Expand: 390 more lines"))
+    expand.click()
+    page.get_by_text("399 line").first.wait_for()
+    assert first.locator(".tool .part").nth(1).inner_text().count("<script>") == 400
+    screenshot("annotations-escaped", full_page=False)
+    assert dialogs == []
+    assert page.get_by_text("Full compaction").is_visible()
+
+
+def test_pages_for_review(page, login, members, workspace, screenshot):
+    """The queue and divergences pages with the demo data, including the lab comparison."""
+    from qualification import demo as qualification_demo
+    from traces import demo as traces_demo
+    from traces.annotations import demo
+
+    users = {k: members[k] for k in ("admin", "reviewer", "editor", "viewer")}
+    traces_demo.seed(workspace=workspace, users=users, stdout=io.StringIO())
+    demo.seed(workspace=workspace, users=users, stdout=io.StringIO())
+    qualification_demo.seed(workspace=workspace, users=users, stdout=io.StringIO())
+    login("reviewer-a")
+    page.goto(f"{page.base_url}/w/{workspace.slug}/annotations/divergences/")
+    page.locator("#lab-chart.js-plotly-plot").wait_for()
+    assert page.get_by_text("Production diverges earlier than the lab predicted").is_visible()
+    screenshot("annotations-divergences")
+    page.locator("#lab-chart").scroll_into_view_if_needed()
+    screenshot("annotations-lab", full_page=False)
+    page.goto(f"{page.base_url}/w/{workspace.slug}/annotations/queues/")
+    page.get_by_role("link", name=re.compile("^Demo: Sonnet 4.5")).click()
+    assert page.get_by_text("Cohen's κ =").is_visible()
+    screenshot("annotations-queue")
+    page.get_by_role("button", name="Take my next run").click()
+    page.wait_for_load_state("networkidle")
+    assert page.get_by_text("this run is yours to read").is_visible()
+    screenshot("annotations-queue-run", full_page=False)
