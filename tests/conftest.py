@@ -69,6 +69,9 @@ def _test_settings(tmp_path, settings):
     settings.MEDIA_ROOT = tmp_path / "media"
     # Password hashing is deliberately slow; tests only need it to be correct.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    from django.core.cache import cache
+
+    cache.clear()  # debounce locks and cached values must not leak between tests
     yield
 
 

@@ -109,6 +109,9 @@ class Session(WorkspaceOwned):
     cache_read_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
     max_context = models.PositiveBigIntegerField(default=0)
+    needs_derive = models.BooleanField(
+        default=False, help_text="New calls arrived (OTLP) since runs and totals were last derived."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

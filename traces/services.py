@@ -32,7 +32,7 @@ from traces.formats import FORMATS, detect_format, make_parser
 from traces.formats.archive import ArchiveError, Limits, inventory, open_members
 from traces.formats.otlp import OtlpResult, parse_request
 from traces.ingest import IngestSummary, TraceLoader
-from traces.models import IngestedFile, RawUpload, UploadSource
+from traces.models import IngestedFile, RawUpload, Session, UploadSource
 
 CHUNK = 1 << 20
 JOB_KIND = "trace_ingest"
@@ -111,8 +111,12 @@ def raw_upload_store(
             with transaction.atomic():
                 upload.save()
         except IntegrityError:
-            upload.file.delete(save=False)
-            return RawUpload.objects.get(workspace=workspace, sha256=sha256), False
+            # A concurrent upload of the same bytes won. Both wrote the same content, possibly
+            # to the same (content-addressed) name: only remove our copy if it is a different file.
+            existing = RawUpload.objects.get(workspace=workspace, sha256=sha256)
+            if upload.file.name != existing.file.name:
+                upload.file.delete(save=False)
+            return existing, False
         return upload, True
     finally:
         handle.close()
@@ -505,18 +509,43 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
     for record in result.records():
         loader.feed(record)
     touched = loader.finish()
-    sessions_derive_queue(workspace=workspace, session_ids=touched)
+    if touched:
+        Session.objects.filter(pk__in=touched).update(needs_derive=True)
+        workspace_id = workspace.pk
+        transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
     return result
 
 
-def sessions_derive_queue(*, workspace: Workspace, session_ids: Iterable[int]) -> None:
-    """Derive these sessions in the background once the current transaction commits."""
-    from traces.tasks import derive_sessions
+DERIVE_DEBOUNCE_SECONDS = 2
 
-    ids = sorted(set(session_ids))
-    if ids:
-        workspace_id = workspace.pk
-        transaction.on_commit(lambda: derive_sessions.delay(workspace_id, ids))
+
+def derive_pending_queue(*, workspace_id: int) -> None:
+    """Derive the sessions OTLP touched, at most once per couple of seconds per workspace.
+
+    Spans arrive in many small requests; deriving on each would repeat the same work."""
+    from django.core.cache import cache
+
+    from traces.tasks import derive_pending
+
+    if cache.add(f"traces:derive-pending:{workspace_id}", 1, timeout=DERIVE_DEBOUNCE_SECONDS):
+        derive_pending.apply_async(args=[workspace_id], countdown=DERIVE_DEBOUNCE_SECONDS)
+
+
+def derive_pending_run(*, workspace_id: int, limit: int = 2000) -> int:
+    """Derive every session marked as needing it; returns how many."""
+    ids = list(
+        Session.objects.filter(workspace_id=workspace_id, needs_derive=True).values_list(
+            "id", flat=True
+        )[:limit]
+    )
+    if not ids:
+        return 0
+    # Clear the mark first: calls that arrive while deriving mark the session again.
+    Session.objects.filter(pk__in=ids).update(needs_derive=False)
+    sessions_derive_run(workspace_id=workspace_id, session_ids=ids)
+    if len(ids) == limit:
+        derive_pending_queue(workspace_id=workspace_id)
+    return len(ids)
 
 
 def sessions_derive_run(*, workspace_id: int, session_ids: list[int]) -> None:

@@ -19,6 +19,6 @@ def ingest_uploads(job_id: int) -> None:
     job_run(job_id=job_id, work=services.trace_ingest_job_run)
 
 
-@shared_task(name="traces.derive_sessions", time_limit=3600, acks_late=True)
-def derive_sessions(workspace_id: int, session_ids: list[int]) -> None:
-    services.sessions_derive_run(workspace_id=workspace_id, session_ids=session_ids)
+@shared_task(name="traces.derive_pending", time_limit=3600, acks_late=True)
+def derive_pending(workspace_id: int) -> None:
+    services.derive_pending_run(workspace_id=workspace_id)

@@ -1,6 +1,6 @@
 """The annotations card on the home dashboard."""
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.urls import reverse
 
 from governance.dashboard import DashboardCard
@@ -12,7 +12,7 @@ def card(workspace) -> DashboardCard:
     totals = current.aggregate(
         marks=Count("id"),
         runs=Count("run", distinct=True),
-        annotators=Count("annotator", distinct=True),
+        annotators=Count("annotator", distinct=True, filter=Q(kind=MarkKind.MARK)),
     )
     queues = AnnotationQueue.objects.filter(workspace=workspace, status=QueueStatus.OPEN).count()
     queue_url = reverse("annotations:queue_list", args=[workspace.slug])
