@@ -335,3 +335,26 @@ def test_divergences_page_aggregates_with_n_and_empty_states(
     assert sum(int(line.split(",")[2]) for line in bands.splitlines()[1:]) == 3
     filtered = client_for("viewer").get(url, {"failure_class": "repetition"}).content.decode()
     assert "n = 2 divergences" in filtered
+
+
+def test_dashboard_card_and_menu(workspace, client_for, small_session, members):
+    client = client_for("viewer")
+    home = client.get(f"/w/{workspace.slug}/").content.decode()
+    assert "Divergence annotations" in home and "No divergences marked yet" in home
+    assert f'href="/w/{workspace.slug}/annotations/queues/"' in home  # menu: Annotation queue
+    assert f'href="/w/{workspace.slug}/annotations/divergences/"' in home  # menu: Divergences
+    run = main_run(small_session)
+    for user in ("editor", "reviewer"):
+        services.divergence_mark(
+            session=small_session, annotator=members[user], call_index=call_in(run, 3).session_index,
+            failure_class="repetition", confidence="low",
+        )  # fmt: skip
+    services.divergence_adjudicate(
+        run=run, adjudicator=members["admin"], adopt=Divergence.objects.first()
+    )
+    home = client.get(f"/w/{workspace.slug}/").content.decode()
+    card = home[home.index("Divergence annotations") :]
+    assert re.search(r"<dt>Runs marked</dt><dd>1</dd>", card)
+    assert re.search(r"<dt>Marks</dt><dd>2</dd>", card)
+    assert re.search(r"<dt>Annotators</dt><dd>2</dd>", card)
+    assert re.search(r"<dt>Final marks</dt><dd>1</dd>", card)
