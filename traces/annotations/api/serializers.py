@@ -1,14 +1,58 @@
 """Input and output shapes of the annotations API."""
 
 from django.urls import reverse
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from traces.annotations.analysis.classes import CONFIDENCES, FAILURE_CLASSES, class_label
-from traces.annotations.models import AnnotationQueue, Divergence
+from traces.annotations.models import AnnotationQueue, Divergence, MarkKind, QueueStatus
 
 CLASS_ERROR = "Unknown class '{input}'. Use one of: " + ", ".join(FAILURE_CLASSES) + "."
 CONFIDENCE_ERROR = "Unknown confidence '{input}'. Use one of: " + ", ".join(CONFIDENCES) + "."
+
+
+class NamedChoiceField(serializers.ChoiceField):
+    """A ChoiceField documented as its own named enum: field names shared with other apps
+    ("status", "confidence", "failure_class") would otherwise collide in the OpenAPI schema."""
+
+    def __init__(self, *, enum_name: str, **kwargs):
+        self.enum_name = enum_name
+        super().__init__(**kwargs)
+
+
+class NamedChoiceFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "traces.annotations.api.serializers.NamedChoiceField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        component = ResolvedComponent(
+            name=field.enum_name,
+            type=ResolvedComponent.SCHEMA,
+            object=field.enum_name,
+            schema={"type": "string", "enum": [str(value) for value in field.choices]},
+        )
+        auto_schema.registry.register_on_missing(component)
+        return component.ref
+
+
+def class_field(**kwargs) -> NamedChoiceField:
+    return NamedChoiceField(
+        choices=list(FAILURE_CLASSES),
+        enum_name="DivergenceClassEnum",
+        error_messages={"invalid_choice": CLASS_ERROR},
+        **kwargs,
+    )
+
+
+def confidence_field(**kwargs) -> NamedChoiceField:
+    return NamedChoiceField(
+        choices=list(CONFIDENCES),
+        enum_name="DivergenceConfidenceEnum",
+        error_messages={"invalid_choice": CONFIDENCE_ERROR},
+        **kwargs,
+    )
 
 
 class DivergenceInputSerializer(serializers.Serializer):
@@ -24,9 +68,7 @@ class DivergenceInputSerializer(serializers.Serializer):
     call_index = serializers.IntegerField(
         min_value=0, help_text="0-based position of the call in the session's ordered calls."
     )
-    failure_class = serializers.ChoiceField(
-        choices=list(FAILURE_CLASSES), error_messages={"invalid_choice": CLASS_ERROR}
-    )
+    failure_class = class_field()
     other_text = serializers.CharField(
         required=False, allow_blank=True, max_length=500, help_text="Required for 'other'."
     )
@@ -38,9 +80,7 @@ class DivergenceInputSerializer(serializers.Serializer):
         max_length=50,
         help_text="Call indexes of earlier steps that show why (e.g. the forgotten constraint).",
     )
-    confidence = serializers.ChoiceField(
-        choices=list(CONFIDENCES), error_messages={"invalid_choice": CONFIDENCE_ERROR}
-    )
+    confidence = confidence_field()
 
 
 class AdjudicationInputSerializer(serializers.Serializer):
@@ -49,21 +89,13 @@ class AdjudicationInputSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="Adopt this current mark as final."
     )
     call_index = serializers.IntegerField(required=False, allow_null=True, min_value=0)
-    failure_class = serializers.ChoiceField(
-        choices=list(FAILURE_CLASSES),
-        required=False,
-        error_messages={"invalid_choice": CLASS_ERROR},
-    )
+    failure_class = class_field(required=False)
     other_text = serializers.CharField(required=False, allow_blank=True, max_length=500)
     note = serializers.CharField(required=False, allow_blank=True, max_length=5000)
     evidence_call_indexes = serializers.ListField(
         child=serializers.IntegerField(min_value=0), required=False, default=list, max_length=50
     )
-    confidence = serializers.ChoiceField(
-        choices=list(CONFIDENCES),
-        required=False,
-        error_messages={"invalid_choice": CONFIDENCE_ERROR},
-    )
+    confidence = confidence_field(required=False)
 
     def validate(self, attrs):
         if attrs.get("adopt") is None:
@@ -78,6 +110,11 @@ class AdjudicationInputSerializer(serializers.Serializer):
 
 
 class DivergenceSerializer(serializers.ModelSerializer):
+    kind = NamedChoiceField(
+        choices=MarkKind.choices, enum_name="DivergenceKindEnum", read_only=True
+    )
+    failure_class = class_field(read_only=True)
+    confidence = confidence_field(read_only=True)
     annotator = serializers.CharField(source="annotator.username")
     failure_class_label = serializers.SerializerMethodField()
     current = serializers.BooleanField(source="is_current")
@@ -174,6 +211,9 @@ class LabComparisonSerializer(serializers.Serializer):
 
 
 class QueueSerializer(serializers.ModelSerializer):
+    status = NamedChoiceField(
+        choices=QueueStatus.choices, enum_name="AnnotationQueueStatusEnum", read_only=True
+    )
     created_by = serializers.CharField(source="created_by.username", default=None)
     annotators = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
@@ -298,8 +338,9 @@ class AssignmentSerializer(serializers.Serializer):
 
 
 class QueueFinishSerializer(serializers.Serializer):
-    outcome = serializers.ChoiceField(
+    outcome = NamedChoiceField(
         choices=["no_divergence", "skip"],
+        enum_name="QueueFinishOutcomeEnum",
         help_text="no_divergence: you read the run and nothing went wrong; skip: give it back.",
     )
     run = serializers.IntegerField(required=False, help_text="Defaults to your open run.")
@@ -307,4 +348,4 @@ class QueueFinishSerializer(serializers.Serializer):
 
 
 class QueueStatusSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=["open", "closed"])
+    status = NamedChoiceField(choices=QueueStatus.choices, enum_name="AnnotationQueueStatusEnum")
