@@ -119,6 +119,7 @@ class TraceLoader:
         self._compactions: list[CompactionRecord] = []
         self.touched_sessions: set[int] = set()
         self._new_sessions: set[int] = set()
+        self._created_with: dict[int, SessionInfo] = {}
         self._indexes: dict[tuple[int, int | None], int] = {}
         self._compressor = zstandard.ZstdCompressor(level=TEXT_COMPRESSOR_LEVEL)
         self._postgres = connection.vendor == "postgresql"
@@ -140,6 +141,8 @@ class TraceLoader:
             )
         elif isinstance(record, SessionInfo):
             session_pk = self._session_pk(record.harness, record.external_id, record)
+            if self._created_with.get(session_pk) == record:
+                return  # the session was created with exactly this information
             previous = self._session_updates.get(session_pk)
             self._session_updates[session_pk] = _merge_info(previous, record)
         elif isinstance(record, AgentInfo):
@@ -182,9 +185,52 @@ class TraceLoader:
         if created:
             self.summary.sessions += 1
             self._new_sessions.add(session.pk)
+            if info is not None:
+                self._created_with[session.pk] = info
         self._sessions[cache_key] = session.pk
         self.touched_sessions.add(session.pk)
         return session.pk
+
+    def prepare_sessions(self, infos: list[SessionInfo]) -> None:
+        """Get or create many sessions in three statements (OTLP requests carry several)."""
+        wanted = {
+            (i.harness, i.external_id[:200]): i
+            for i in infos
+            if (i.harness, i.external_id[:200]) not in self._sessions
+        }
+        if not wanted:
+            return
+        external_ids = [external for _, external in wanted]
+        existing = Session.objects.filter(
+            workspace=self.workspace, external_id__in=external_ids
+        ).values_list("harness", "external_id", "id")
+        for harness, external, pk in existing:
+            if (harness, external) in wanted:
+                self._sessions[(harness, external)] = pk
+                self.touched_sessions.add(pk)
+        missing = [
+            Session(
+                workspace=self.workspace, harness=harness, external_id=external, project=info.project[:1000],
+                git_branch=info.git_branch[:300], harness_version=info.harness_version[:64], title=info.title[:500],
+            )
+            for (harness, external), info in wanted.items()
+            if (harness, external) not in self._sessions
+        ]  # fmt: skip
+        if not missing:
+            return
+        try:
+            with transaction.atomic():
+                Session.objects.bulk_create(missing)
+        except IntegrityError:  # a concurrent request created one of them: fall back one by one
+            for session in missing:
+                self._session_pk(session.harness, session.external_id)
+            return
+        for session in missing:
+            self._sessions[(session.harness, session.external_id)] = session.pk
+            self._new_sessions.add(session.pk)
+            self.touched_sessions.add(session.pk)
+            self._created_with[session.pk] = wanted[(session.harness, session.external_id)]
+        self.summary.sessions += len(missing)
 
     def _agent_pk(self, session_pk: int, agent_id: str) -> int:
         pk = self._agents.get((session_pk, agent_id))

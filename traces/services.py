@@ -506,6 +506,7 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
         return result
     summary = IngestSummary()
     loader = TraceLoader(workspace=workspace, summary=summary, file_name=upload.original_name)
+    loader.prepare_sessions(list(result.sessions.values()))
     for record in result.records():
         loader.feed(record)
     touched = loader.finish()
@@ -532,7 +533,12 @@ def derive_pending_queue(*, workspace_id: int) -> None:
 
 
 def derive_pending_run(*, workspace_id: int, limit: int = 2000) -> int:
-    """Derive every session marked as needing it; returns how many."""
+    """Derive every session marked as needing it; returns how many.
+
+    Releases the debounce lock first, so calls that arrive during this run queue the next one."""
+    from django.core.cache import cache
+
+    cache.delete(f"traces:derive-pending:{workspace_id}")
     ids = list(
         Session.objects.filter(workspace_id=workspace_id, needs_derive=True).values_list(
             "id", flat=True

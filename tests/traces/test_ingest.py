@@ -342,3 +342,17 @@ def test_workspaces_are_isolated(ingest, shared_fixtures, workspace, other_works
         == 1
     )
     assert Call.objects.filter(workspace=other_workspace, session__workspace=workspace).count() == 0
+
+
+def test_pending_derivation_clears_marks_and_derives(workspace, tmp_path, ingest):
+    from traces.services import derive_pending_run
+
+    write_lines(tmp_path / "s.jsonl", claude_session(6))
+    ingest(tmp_path / "s.jsonl")
+    session = Session.objects.get()
+    Run.objects.all().delete()
+    Session.objects.filter(pk=session.pk).update(needs_derive=True, call_count=0)
+    assert derive_pending_run(workspace_id=workspace.pk) == 1
+    session.refresh_from_db()
+    assert (session.needs_derive, session.call_count, Run.objects.count()) == (False, 6, 1)
+    assert derive_pending_run(workspace_id=workspace.pk) == 0
