@@ -61,7 +61,11 @@
     announce((heading ? heading.textContent.replace(/\s+/g, " ").trim() : "Call " + current) + " selected");
     highlight(current);
     if (window.history && window.history.replaceState) {
-      window.history.replaceState(window.history.state, "", window.location.pathname + window.location.search + "#step-" + current);
+      // A reload (or a shared link) opens the window holding this step, with the step selected.
+      var params = new URLSearchParams(window.location.search);
+      params.delete("page");
+      params.set("at", String(current));
+      window.history.replaceState(window.history.state, "", window.location.pathname + "?" + params.toString() + "#step-" + current);
     }
   }
 
