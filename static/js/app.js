@@ -9,8 +9,13 @@
       var source = document.getElementById(el.dataset.figure);
       if (!source) return;
       var fig = JSON.parse(source.textContent);
-      var config = Object.assign({ responsive: true, displaylogo: false,
-        toImageButtonOptions: { format: "png", filename: el.dataset.figure } }, fig.config || {});
+      var svgButton = {
+        name: "Download plot as SVG",
+        icon: window.Plotly.Icons.disk,
+        click: function (gd) { window.Plotly.downloadImage(gd, { format: "svg", filename: el.id || "chart" }); }
+      };
+      var config = Object.assign({ responsive: true, displaylogo: false, modeBarButtonsToAdd: [svgButton],
+        toImageButtonOptions: { format: "png", filename: el.id || "chart" } }, fig.config || {});
       window.Plotly.react(el, fig.data || [], fig.layout || {}, config).then(function () {
         el.dispatchEvent(new CustomEvent("figure:drawn", { bubbles: true }));
       });
