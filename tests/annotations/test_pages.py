@@ -300,6 +300,7 @@ def test_queue_pages_build_hand_out_and_report(workspace, client_for, small_sess
     assert AuditEvent.objects.filter(action="annotation_queue.no_divergence").count() == 1
     listing = reviewer.get(base).content.decode()
     assert "Main runs" in listing and "Continue your run" in listing
+    assert "not an annotator" in client_for("admin").get(base).content.decode()
     assert client_for("admin").post(detail_url + "next/").status_code == 403  # not a member
     assert "not one of this queue" in client_for("admin").get(detail_url).content.decode()
 

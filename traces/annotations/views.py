@@ -23,7 +23,13 @@ from traces.annotations.analysis.classes import FAILURE_CLASSES, class_label, re
 from traces.annotations.analysis.steps import segments
 from traces.annotations.filters import DivergenceFilter, RunFilter, criteria_of
 from traces.annotations.forms import AdjudicateForm, MarkForm, QueueForm
-from traces.annotations.models import AnnotationQueue, Divergence, MarkKind, QueueStatus
+from traces.annotations.models import (
+    AnnotationQueue,
+    Divergence,
+    MarkKind,
+    QueueAnnotator,
+    QueueStatus,
+)
 from traces.models import AgentKind, Run
 
 
@@ -419,6 +425,11 @@ class QueueListView(WorkspaceTemplateView):
                 slot.item.queue_id: slot
                 for slot in selectors.open_assignments(workspace=self.workspace, user=request.user)
             },
+            my_queues=set(
+                QueueAnnotator.objects.filter(
+                    queue__workspace=self.workspace, user=request.user
+                ).values_list("queue_id", flat=True)
+            ),
             **(builder if can_build else {}),
         )
         return render(request, self.template_name, context, status=status)
