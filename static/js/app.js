@@ -14,7 +14,9 @@
         icon: window.Plotly.Icons.disk,
         click: function (gd) { window.Plotly.downloadImage(gd, { format: "svg", filename: el.id || "chart" }); }
       };
+      // No "share to Plotly Cloud": the app is offline-first and traces must not leave it.
       var config = Object.assign({ responsive: true, displaylogo: false, modeBarButtonsToAdd: [svgButton],
+        modeBarButtonsToRemove: ["sendChartToCloud", "sendDataToCloud"],
         toImageButtonOptions: { format: "png", filename: el.id || "chart" } }, fig.config || {});
       window.Plotly.react(el, fig.data || [], fig.layout || {}, config).then(function () {
         el.dispatchEvent(new CustomEvent("figure:drawn", { bubbles: true }));

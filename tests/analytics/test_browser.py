@@ -12,6 +12,16 @@ def test_what_if_redraws(page, login, members, workspace, screenshot):
     chart.wait_for()
     assert "seed 001's published values" in page.locator(".lead").inner_text()
     assert "Optimum 220k" in page.locator(".headline").inner_text()
+    assert (
+        page.locator("#what-if-chart .modebar-btn[data-title='Download plot as SVG']").count() == 1
+    )
+    assert (
+        page.locator("#what-if-chart .modebar-btn[data-title='Download plot as a PNG']").count()
+        == 1
+    )
+    assert (
+        page.locator("#what-if-chart .modebar-btn[data-title='Share chart...']").count() == 0
+    )  # nothing leaves the app
     first = page.evaluate("document.getElementById('what-if-chart').data[1].x[0]")
     assert round(first) == 219970
     page.get_by_label("P: rediscovery penalty (steps)").fill("55")
