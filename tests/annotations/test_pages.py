@@ -311,6 +311,7 @@ def test_divergences_page_aggregates_with_n_and_empty_states(
     url = f"/w/{workspace.slug}/annotations/divergences/"
     empty = client_for("viewer").get(url).content.decode()
     assert "No divergences marked yet" in empty
+    assert f'href="/w/{workspace.slug}/annotations/sessions/{small_session.pk}/"' in empty
     runs = list(Run.objects.filter(session=small_session, agent__kind="main").order_by("index"))
     for number, run in enumerate(runs[:3]):
         services.divergence_mark(

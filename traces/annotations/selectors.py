@@ -46,6 +46,10 @@ def session_get(*, workspace: Workspace, pk: int) -> Session:
     return session
 
 
+def recent_sessions(*, workspace: Workspace, limit: int = 5) -> list[Session]:
+    return list(Session.objects.filter(workspace=workspace).order_by("-started_at", "-id")[:limit])
+
+
 def agent_get(*, session: Session, pk: int) -> Agent:
     agent = Agent.objects.filter(session=session, pk=pk).select_related("parent").first()
     if agent is None:

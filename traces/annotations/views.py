@@ -421,6 +421,7 @@ class QueueListView(WorkspaceTemplateView):
             can_build=can_build,
             can_annotate=selectors.can_annotate(membership=self.membership),
             total_runs=Run.objects.filter(workspace=self.workspace).count(),
+            recent_sessions=selectors.recent_sessions(workspace=self.workspace),
             open_assignments={
                 slot.item.queue_id: slot
                 for slot in selectors.open_assignments(workspace=self.workspace, user=request.user)
@@ -670,6 +671,7 @@ class DivergenceListView(WorkspaceListView):
             lab_fig=lab_fig,
             csv_query=params.urlencode(),
             total_marks=Divergence.objects.filter(workspace=self.workspace).count(),
+            recent_sessions=selectors.recent_sessions(workspace=self.workspace),
         )
         return context
 
