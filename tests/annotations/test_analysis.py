@@ -245,7 +245,7 @@ def test_build_step_previews_results_links_spawns_and_serves_full_parts():
     task = step.blocks[3].tool
     assert task.spawned_agent == 99 and task.is_error and not task.result.truncated
     assert full_part(text, "result:t1") == long_result
-    assert full_part(text, "input:t1") == '{\n  "file_path": "/a.py"\n}'
+    assert full_part(text, "input:t1") == "file_path: /a.py"
     assert full_part(text, "prompt") == "Fix the bug"
     assert full_part(text, "text:1") == "I will read the file."
     assert full_part(text, "text:0") is None  # block 0 is thinking
@@ -264,3 +264,13 @@ def test_preview_counts_hidden_lines():
     long = preview("k", "x" * 5000, chars=100)
     assert long.truncated and len(long.text) == 100 and long.hidden_lines == 0
     assert math.isclose(long.total_chars, 5000)
+
+
+def test_arguments_read_as_sent():
+    from traces.annotations.analysis.steps import format_arguments
+
+    text = format_arguments(
+        {"command": "pytest -q", "prompt": "line one\nline two", "limit": 5, "flags": ["a"]}
+    )
+    assert text == 'command: pytest -q\nprompt: |\n  line one\n  line two\nlimit: 5\nflags: ["a"]'
+    assert format_arguments(["x", 1]) == '[\n  "x",\n  1\n]'

@@ -360,3 +360,25 @@ def test_dashboard_card_and_menu(workspace, client_for, small_session, members):
     assert re.search(r"<dt>Marks</dt><dd>2</dd>", card)
     assert re.search(r"<dt>Annotators</dt><dd>2</dd>", card)
     assert re.search(r"<dt>Final marks</dt><dd>1</dd>", card)
+
+
+def test_viewer_reads_every_real_sample_transcript(workspace, client_for, shared_fixtures):
+    """Claude Code, Codex and OTLP samples from other projects: every agent and run page and
+    every window renders, and steps show the text that was stored."""
+    from traces.services import ingest_paths
+
+    ingest_paths(workspace=workspace, paths=[str(shared_fixtures)], fmt="auto")
+    client = client_for("viewer")
+    agents = list(Agent.objects.filter(workspace=workspace).select_related("session"))
+    assert len(agents) >= 10
+    texts = 0
+    for agent in agents:
+        url = viewer_url(workspace, agent.session, agent=agent)
+        pages = max(1, -(-agent.call_count // 50))
+        for page in range(1, pages + 1):
+            response = client.get(url, {"page": page})
+            assert response.status_code == 200, (url, page)
+            texts += response.content.decode().count('class="part-wrap')
+    for run in Run.objects.filter(workspace=workspace).select_related("session"):
+        assert client.get(viewer_url(workspace, run.session, run=run)).status_code == 200
+    assert texts > 100

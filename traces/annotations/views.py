@@ -74,7 +74,9 @@ class SessionViewerRedirect(WorkspaceTemplateView):
     def get(self, request, *args, **kwargs):
         session = selectors.session_get(workspace=self.workspace, pk=kwargs["session"])
         agent = selectors.main_agent(session=session)
-        return redirect(self.wreverse("annotations:agent_viewer", session.pk, agent.pk))
+        url = self.wreverse("annotations:agent_viewer", session.pk, agent.pk)
+        query = request.GET.urlencode()
+        return redirect(f"{url}?{query}" if query else url)
 
 
 class ViewerView(WorkspaceTemplateView):

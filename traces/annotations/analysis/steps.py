@@ -162,6 +162,24 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+def format_arguments(value: Any) -> str:
+    """A tool's input as `key: value` lines, strings verbatim (a multi-line string as an
+    indented block), so prompts, commands and file contents read as they were sent rather
+    than as escaped JSON. Other values stay JSON."""
+    if not isinstance(value, dict):
+        return pretty_json(value)
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, str) and "\n" in item:
+            lines.append(f"{key}: |")
+            lines.extend(f"  {line}" for line in item.split("\n"))
+        elif isinstance(item, str):
+            lines.append(f"{key}: {item}")
+        else:
+            lines.append(f"{key}: {json.dumps(item, ensure_ascii=False, default=str)}")
+    return "\n".join(lines)
+
+
 def full_part(text: dict | None, key: str) -> str | None:
     """The whole text of one part named by its preview key, or None when there is no such part."""
     if not text:
@@ -179,7 +197,7 @@ def full_part(text: dict | None, key: str) -> str | None:
     if kind == "input":
         for block in blocks:
             if block.get("type") == "tool_use" and block.get("id") == rest:
-                return pretty_json(block.get("input"))
+                return format_arguments(block.get("input"))
         return None
     if kind == "result":
         result = (text.get("results") or {}).get(rest)
@@ -223,7 +241,10 @@ def build_step(
                         name=name,
                         summary=_summary(name, block.get("input")),
                         arguments=preview(
-                            f"input:{tool_id}", pretty_json(block.get("input")), chars=900, lines=14
+                            f"input:{tool_id}",
+                            format_arguments(block.get("input")),
+                            chars=900,
+                            lines=14,
                         ),
                         result=result_preview,
                         is_error=bool(isinstance(result, dict) and result.get("is_error")),
