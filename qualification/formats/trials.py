@@ -35,6 +35,9 @@ FAILURE_CLASSES = {
     "other": "Other",
 }
 
+# Annotations use the singular slug (issue 7's fixed API); trial files may use either.
+FAILURE_CLASS_ALIASES = {"incorrect_symbol_relationship": "incorrect_symbol_relationships"}
+
 TRUE = {"true", "1", "yes", "y", "pass", "passed", "t"}
 FALSE = {"false", "0", "no", "n", "fail", "failed", "f"}
 MAX_TOKENS = 100_000_000
@@ -173,6 +176,7 @@ def parse_record(record: dict, line: int) -> tuple[TrialRow | None, list[RowErro
 
     def failure(v):
         key = str(v).strip().lower().replace(" ", "_").replace("-", "_")
+        key = FAILURE_CLASS_ALIASES.get(key, key)
         if key not in FAILURE_CLASSES:
             raise ValueError(
                 f"unknown failure_class {v!r}; use one of {', '.join(FAILURE_CLASSES)}"

@@ -125,10 +125,14 @@ def test_demo_seed_is_idempotent_and_realistic(workspace, members):
 
 def test_seed_demo_command_includes_artifacts():
     call_command("seed_demo", stdout=io.StringIO())
-    demo_artifacts = Artifact.objects.filter(workspace__slug="demo").exclude(run_id__startswith="restart-package-")
+    demo_artifacts = Artifact.objects.filter(workspace__slug="demo").exclude(
+        run_id__startswith="restart-package-"
+    )
     assert demo_artifacts.count() == 5
     # Restart packages in the demo keep their verification output as artifacts too.
-    assert Artifact.objects.filter(workspace__slug="demo", run_id__startswith="restart-package-").exists()
+    assert Artifact.objects.filter(
+        workspace__slug="demo", run_id__startswith="restart-package-"
+    ).exists()
 
 
 def test_openapi_schema_documents_the_artifact_endpoints(client_for):

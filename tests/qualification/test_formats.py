@@ -103,3 +103,13 @@ def test_booleans_and_numbers_accept_common_spellings():
     bad = parse_items([{"task_id": "T", "family": "r", "stratum_tokens": True, "repeat": 0,
                         "task_correct": True, "input_tokens": 10**12, "output_tokens": 1}])  # fmt: skip
     assert [e.field for e in bad.errors] == ["stratum_tokens", "input_tokens"]
+
+
+def test_annotation_class_slug_is_accepted_for_trials():
+    parsed = parse_trials(
+        (HEADER + ",failure_class\n"
+         "T1,r,8000,0,false,1,1,incorrect_symbol_relationship\n"
+         "T2,r,8000,0,false,1,1,Incorrect symbol relationships\n").encode()
+    )  # fmt: skip
+    assert parsed.errors == []
+    assert [r.failure_class for r in parsed.rows] == ["incorrect_symbol_relationships"] * 2

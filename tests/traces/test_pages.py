@@ -85,6 +85,11 @@ def test_session_detail_shows_runs_compactions_and_pages_calls(
     client = client_for("viewer")
     page = client.get(f"/w/{workspace.slug}/traces/sessions/{session.pk}/").content.decode()
     assert "Calls 1–100 of 150" in page and "code understanding" in page
+    viewer = f"/w/{workspace.slug}/annotations/sessions/{session.pk}/"
+    run = session.runs.order_by("agent_id", "index").first()
+    assert f'href="{viewer}"' in page
+    assert f'href="{viewer}runs/{run.pk}/"' in page
+    assert f'href="{viewer}agents/{run.agent_id}/"' in page
     second = client.get(
         f"/w/{workspace.slug}/traces/sessions/{session.pk}/?page=2", HTTP_HX_REQUEST="true"
     ).content.decode()

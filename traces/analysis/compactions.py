@@ -14,6 +14,7 @@ four gives one T*, so the percentile interval of T* carries the uncertainty of a
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -273,17 +274,21 @@ def cycle_parameters(
 
     b = bootstrap
     idx = rng.integers(0, max(len(comp), 1), size=(b, max(len(comp), 1))) if len(comp) else None
-    s_reps = np.nanmedian(post[idx], axis=1) if idx is not None else np.full(b, np.nan)
-    summ_reps = (
-        np.nanmedian(summary[idx], axis=1)
-        if idx is not None and np.isfinite(summary).any()
-        else np.full(b, np.nan)
-    )
-    p_reps = (
-        np.nanmedian(penalties[idx], axis=1)
-        if idx is not None and len(usable_p)
-        else np.full(b, np.nan)
-    )
+    # A replicate may draw only compactions without a value (NaN); its median is NaN and
+    # is dropped from the interval, so numpy's "All-NaN slice" warning is expected here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        s_reps = np.nanmedian(post[idx], axis=1) if idx is not None else np.full(b, np.nan)
+        summ_reps = (
+            np.nanmedian(summary[idx], axis=1)
+            if idx is not None and np.isfinite(summary).any()
+            else np.full(b, np.nan)
+        )
+        p_reps = (
+            np.nanmedian(penalties[idx], axis=1)
+            if idx is not None and len(usable_p)
+            else np.full(b, np.nan)
+        )
     d_reps = (
         _bootstrap_grouped_median(d_values, d_runs, rng, min(b, 300))
         if len(d_values)
