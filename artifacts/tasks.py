@@ -11,7 +11,7 @@ PURGE_TASK = "artifacts.purge"
 PURGE_EVERY_SECONDS = 15 * 60
 
 
-@shared_task(name=PURGE_TASK, queue="maintenance", time_limit=1800, acks_late=True)
+@shared_task(name=PURGE_TASK, time_limit=1800, acks_late=True)
 def purge_artifacts() -> dict:
     """Expire artifacts past their date and remove gone content from storage."""
     report = services.artifacts_purge()

@@ -216,6 +216,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
+    "traces.compute_analytics": {"queue": "analysis"},
+    "qualification.load_trials": {"queue": "ingest"},
     "traces.*": {"queue": "ingest"},
     "qualification.*": {"queue": "analysis"},
     "contextfiles.*": {"queue": "analysis"},
