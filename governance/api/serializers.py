@@ -1,8 +1,34 @@
 """Serializers for the core API: jobs, workspace, members, tokens and audit events."""
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
 from governance.models import ApiToken, AuditEvent, Job, Membership, Role, Workspace
+
+
+class NamedChoiceField(serializers.ChoiceField):
+    """A ChoiceField documented as its own named enum, so field names shared across apps
+    ("status", "confidence", "consequence") never collide in the OpenAPI schema."""
+
+    def __init__(self, *, enum_name: str, **kwargs):
+        self.enum_name = enum_name
+        super().__init__(**kwargs)
+
+
+class NamedChoiceFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "governance.api.serializers.NamedChoiceField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        component = ResolvedComponent(
+            name=field.enum_name,
+            type=ResolvedComponent.SCHEMA,
+            object=field.enum_name,
+            schema={"type": "string", "enum": [str(value) for value in field.choices]},
+        )
+        auto_schema.registry.register_on_missing(component)
+        return component.ref
 
 
 class RoleField(serializers.ChoiceField):

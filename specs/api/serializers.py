@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from django.urls import reverse
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from governance.api.serializers import NamedChoiceField
 from specs.analysis.content import (
     KEY_HELP,
     KEY_MAX_LENGTH,
@@ -32,30 +31,6 @@ from traces.models import Run, Session
 
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
 COMMIT_MESSAGE = "Give a git commit hash: 7 to 64 hexadecimal digits."
-
-
-class NamedChoiceField(serializers.ChoiceField):
-    """A ChoiceField documented as its own named enum, so field names shared with other apps
-    ("status", "consequence") never collide in the OpenAPI schema."""
-
-    def __init__(self, *, enum_name: str, **kwargs):
-        self.enum_name = enum_name
-        super().__init__(**kwargs)
-
-
-class NamedChoiceFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "specs.api.serializers.NamedChoiceField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        field = self.target
-        component = ResolvedComponent(
-            name=field.enum_name,
-            type=ResolvedComponent.SCHEMA,
-            object=field.enum_name,
-            schema={"type": "string", "enum": [str(value) for value in field.choices]},
-        )
-        auto_schema.registry.register_on_missing(component)
-        return component.ref
 
 
 class WorkspaceObjectField(serializers.PrimaryKeyRelatedField):

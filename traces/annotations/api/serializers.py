@@ -1,40 +1,15 @@
 """Input and output shapes of the annotations API."""
 
 from django.urls import reverse
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from governance.api.serializers import NamedChoiceField
 from traces.annotations.analysis.classes import CONFIDENCES, FAILURE_CLASSES, class_label
 from traces.annotations.models import AnnotationQueue, Divergence, MarkKind, QueueStatus
 
 CLASS_ERROR = "Unknown class '{input}'. Use one of: " + ", ".join(FAILURE_CLASSES) + "."
 CONFIDENCE_ERROR = "Unknown confidence '{input}'. Use one of: " + ", ".join(CONFIDENCES) + "."
-
-
-class NamedChoiceField(serializers.ChoiceField):
-    """A ChoiceField documented as its own named enum: field names shared with other apps
-    ("status", "confidence", "failure_class") would otherwise collide in the OpenAPI schema."""
-
-    def __init__(self, *, enum_name: str, **kwargs):
-        self.enum_name = enum_name
-        super().__init__(**kwargs)
-
-
-class NamedChoiceFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "traces.annotations.api.serializers.NamedChoiceField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        field = self.target
-        component = ResolvedComponent(
-            name=field.enum_name,
-            type=ResolvedComponent.SCHEMA,
-            object=field.enum_name,
-            schema={"type": "string", "enum": [str(value) for value in field.choices]},
-        )
-        auto_schema.registry.register_on_missing(component)
-        return component.ref
 
 
 def class_field(**kwargs) -> NamedChoiceField:
