@@ -259,12 +259,12 @@ class SourceKind(models.TextChoices):
     TRACE_SESSION = "trace_session", "trace session"
     TRACE_RUN = "trace_run", "trace run"
     REFERENCE = "reference", "reference"
-    # DIVERGENCE = "divergence": added with the divergence-annotation issue, together with a
-    # nullable `divergence` foreign key below and a Markdown token `trace-divergence:<id>`.
+    DIVERGENCE = "divergence", "first divergence"
 
 
 class SpecSource(WorkspaceOwned):
-    """What a version was consolidated from: a trace session or run, or a free reference."""
+    """What a version was consolidated from: a trace session, run or first-divergence mark,
+    or a free reference."""
 
     version = models.ForeignKey(SpecVersion, on_delete=models.CASCADE, related_name="sources")
     position = models.PositiveIntegerField()
@@ -274,6 +274,13 @@ class SpecSource(WorkspaceOwned):
     )
     run = models.ForeignKey(
         "traces.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    divergence = models.ForeignKey(
+        "annotations.Divergence",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="spec_sources",
     )
     url = models.URLField(max_length=1000, blank=True)
     label = models.CharField(
@@ -298,11 +305,14 @@ class SpecSource(WorkspaceOwned):
 
     @property
     def token(self) -> str:
-        """The Markdown form: the URL, trace-session:<id> or trace-run:<id>."""
+        """The Markdown form: the URL, trace-session:<id>, trace-run:<id> or
+        trace-divergence:<id>."""
         if self.kind == SourceKind.TRACE_SESSION:
             return f"trace-session:{self.trace_session_id}" if self.trace_session_id else ""
         if self.kind == SourceKind.TRACE_RUN:
             return f"trace-run:{self.run_id}" if self.run_id else ""
+        if self.kind == SourceKind.DIVERGENCE:
+            return f"trace-divergence:{self.divergence_id}" if self.divergence_id else ""
         return self.url
 
 

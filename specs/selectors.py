@@ -25,6 +25,7 @@ from specs.models import (
     VersionStatus,
 )
 from specs.services import SourceInput
+from traces.annotations.models import Divergence
 from traces.models import Run, Session
 
 ITEMS_PREFETCH = Prefetch(
@@ -107,7 +108,9 @@ def versions_of(*, spec: Spec) -> QuerySet[SpecVersion]:
 def version_get(*, workspace: Workspace, pk: int) -> SpecVersion:
     version = (
         versions_for(workspace=workspace)
-        .prefetch_related(ITEMS_PREFETCH, "sources__trace_session", "sources__run")
+        .prefetch_related(
+            ITEMS_PREFETCH, "sources__trace_session", "sources__run", "sources__divergence"
+        )
         .filter(pk=pk)
         .first()
     )
@@ -246,6 +249,8 @@ def version_sources(version: SpecVersion) -> list[Source]:
             sources.append(Source("trace_session", str(source.trace_session_id), ""))
         elif source.kind == SourceKind.TRACE_RUN and source.run_id:
             sources.append(Source("trace_run", str(source.run_id), ""))
+        elif source.kind == SourceKind.DIVERGENCE and source.divergence_id:
+            sources.append(Source("trace_divergence", str(source.divergence_id), ""))
     return sources
 
 
@@ -262,6 +267,13 @@ def trace_session_for(*, workspace: Workspace, pk) -> Session | None:
 def trace_run_for(*, workspace: Workspace, pk) -> Run | None:
     try:
         return Run.objects.for_workspace(workspace).filter(pk=int(pk)).first()
+    except (TypeError, ValueError):
+        return None
+
+
+def divergence_for(*, workspace: Workspace, pk) -> Divergence | None:
+    try:
+        return Divergence.objects.for_workspace(workspace).filter(pk=int(pk)).first()
     except (TypeError, ValueError):
         return None
 
@@ -286,6 +298,14 @@ def sources_from_tokens(*, workspace: Workspace, sources: Iterable[Source]) -> l
                 errors.append(f"{source.token}: no such trace run in this workspace.")
             else:
                 resolved.append(SourceInput(SourceKind.TRACE_RUN, run=run, label=source.label))
+        elif source.kind == "trace_divergence":
+            divergence = divergence_for(workspace=workspace, pk=source.ref)
+            if divergence is None:
+                errors.append(f"{source.token}: no such divergence mark in this workspace.")
+            else:
+                resolved.append(
+                    SourceInput(SourceKind.DIVERGENCE, divergence=divergence, label=source.label)
+                )
     if errors:
         raise ValidationError({"sources": errors})
     return resolved

@@ -75,6 +75,7 @@ class SourceInput:
     kind: str  # SourceKind
     trace_session: object | None = None
     run: object | None = None
+    divergence: object | None = None
     url: str = ""
     label: str = ""
 
@@ -739,7 +740,7 @@ def _write_content(version: SpecVersion, items: Sequence[Item], sources: Iterabl
     for position, source in enumerate(sources):
         if source.kind not in SourceKind.values:
             raise ValidationError({"sources": f"Unknown source kind '{source.kind}'."})
-        linked = source.trace_session or source.run
+        linked = source.trace_session or source.run or source.divergence
         if linked is not None and linked.workspace_id != version.workspace_id:
             raise ValidationError({"sources": "Link trace objects of this workspace only."})
         SpecSource.objects.create(
@@ -749,6 +750,7 @@ def _write_content(version: SpecVersion, items: Sequence[Item], sources: Iterabl
             kind=source.kind,
             trace_session=source.trace_session,
             run=source.run,
+            divergence=source.divergence,
             url=source.url if source.kind == SourceKind.REFERENCE else "",
             label=(source.label or (str(linked) if linked is not None else ""))[:300],
         )

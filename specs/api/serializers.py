@@ -27,6 +27,7 @@ from specs.models import (
     VersionStatus,
 )
 from specs.services import MAX_OUTPUT_BYTES
+from traces.annotations.models import Divergence
 from traces.models import Run, Session
 
 COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
@@ -121,14 +122,20 @@ def item_errors(items: list[Item], *, for_submission: bool = False) -> dict | No
 class SourceSerializer(serializers.Serializer):
     trace_session = WorkspaceObjectField(Session, required=False, allow_null=True)
     run = WorkspaceObjectField(Run, required=False, allow_null=True)
+    divergence = WorkspaceObjectField(
+        Divergence,
+        required=False,
+        allow_null=True,
+        help_text="A first-divergence mark (GET /api/v1/divergences/) this version answers.",
+    )
     url = serializers.URLField(max_length=1000, required=False, allow_blank=True)
     label = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
 
     def validate(self, attrs):
-        given = [name for name in ("trace_session", "run", "url") if attrs.get(name)]
+        given = [name for name in ("trace_session", "run", "divergence", "url") if attrs.get(name)]
         if len(given) != 1:
             raise serializers.ValidationError(
-                "Give exactly one of trace_session, run or url for each source."
+                "Give exactly one of trace_session, run, divergence or url for each source."
             )
         return attrs
 
@@ -232,6 +239,7 @@ class SourceOutputSerializer(serializers.Serializer):
     kind = serializers.CharField()
     trace_session = serializers.IntegerField(source="trace_session_id", allow_null=True)
     run = serializers.IntegerField(source="run_id", allow_null=True)
+    divergence = serializers.IntegerField(source="divergence_id", allow_null=True)
     url = serializers.CharField()
     label = serializers.CharField()
 

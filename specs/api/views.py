@@ -495,4 +495,8 @@ def _source_input(data: dict) -> services.SourceInput:
         )
     if data.get("run"):
         return services.SourceInput(SourceKind.TRACE_RUN, run=data["run"], label=data["label"])
+    if data.get("divergence"):
+        return services.SourceInput(
+            SourceKind.DIVERGENCE, divergence=data["divergence"], label=data["label"]
+        )
     return services.SourceInput(SourceKind.REFERENCE, url=data["url"], label=data["label"])

@@ -11,7 +11,8 @@
       - Alternative: one option
         - Evidence: what supports it four spaces in
     ## Sources
-    - https://tracker/issue/12 — label     or trace-session:<id>, trace-run:<id>
+    - https://tracker/issue/12 — label     or trace-session:<id>, trace-run:<id>,
+                                           trace-divergence:<id>
 
 A continuation line that starts with "-" or "\\" is written with a leading backslash so it
 cannot be mistaken for a bullet. `render_markdown` then `parse_markdown` gives back the same
@@ -41,8 +42,12 @@ from specs.analysis.content import (
     suggest_key,
 )
 
-SOURCE_KINDS = ("url", "trace_session", "trace_run")
-SOURCE_PREFIXES = {"trace_session": "trace-session:", "trace_run": "trace-run:"}
+SOURCE_KINDS = ("url", "trace_session", "trace_run", "trace_divergence")
+SOURCE_PREFIXES = {
+    "trace_session": "trace-session:",
+    "trace_run": "trace-run:",
+    "trace_divergence": "trace-divergence:",
+}
 
 _HEADING_ALIASES: dict[str, str] = {}
 for _kind, _heading in KIND_HEADINGS.items():
@@ -65,7 +70,7 @@ _LABEL_SEPARATOR = re.compile(r" (?:—|--|-) ")
 
 @dataclass(frozen=True)
 class Source:
-    kind: str  # "url", "trace_session" or "trace_run"
+    kind: str  # "url", "trace_session", "trace_run" or "trace_divergence"
     ref: str  # the URL, or the trace object's id
     label: str = ""
 
@@ -244,7 +249,8 @@ class _ItemDraft:
 
 
 def parse_source(line: str) -> Source:
-    """One source line: a URL, trace-session:<id> or trace-run:<id>, then optionally ' — label'."""
+    """One source line: a URL or a trace-session:, trace-run: or trace-divergence:<id> token,
+    then optionally ' — label'."""
     token, label = (*_LABEL_SEPARATOR.split(line.strip(), maxsplit=1), "")[:2]
     token = token.strip()
     label = _single_line(label)
@@ -257,8 +263,8 @@ def parse_source(line: str) -> Source:
     if _URL.fullmatch(token):
         return Source("url", token, label)
     raise ValueError(
-        f"'{token}' is not a source; use a URL (https://…), trace-session:<id> or "
-        "trace-run:<id>, optionally followed by ' — label'"
+        f"'{token}' is not a source; use a URL (https://…), trace-session:<id>, "
+        "trace-run:<id> or trace-divergence:<id>, optionally followed by ' — label'"
     )
 
 

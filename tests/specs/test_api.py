@@ -145,7 +145,9 @@ def test_version_sources_link_trace_objects_of_this_workspace_only(
         "trace_session": [f'Invalid pk "{foreign.pk}" - object does not exist.']
     }
     assert bad.json()["sources"]["1"] == {
-        "non_field_errors": ["Give exactly one of trace_session, run or url for each source."]
+        "non_field_errors": [
+            "Give exactly one of trace_session, run, divergence or url for each source."
+        ]
     }
     good = create_version(
         api,

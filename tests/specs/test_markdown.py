@@ -65,6 +65,7 @@ CRAFTED = SpecDocument(
         Source("url", "https://tracker.example.org/issues/12", "Issue 12 — the decision"),
         Source("trace_session", "41", ""),
         Source("trace_run", "7", "the run that drifted"),
+        Source("trace_divergence", "5", "where run 7 first went wrong"),
     ),
 )
 
@@ -137,12 +138,14 @@ def test_errors_name_every_bad_line():
             "- ftp://nope",  # 14
             "- trace-session:abc",  # 15
             "unindented continuation",  # 16
+            "## Sources",
+            "- trace-divergence:x1",  # 18
         ]
     )
     with pytest.raises(MarkdownImportError) as caught:
         parse_markdown(text)
     errors = {e.line: e.message for e in caught.value.errors}
-    assert sorted(errors) == [2, 5, 7, 8, 9, 12, 14, 15, 16]
+    assert sorted(errors) == [2, 5, 7, 8, 9, 12, 14, 15, 16, 18]
     assert "Rationale" in errors[5]
     assert errors[7] == "key 'DUP' is already used on line 6; keys are unique (ignoring case)"
     assert "'bad key!' is not a valid key" in errors[8]
@@ -150,6 +153,7 @@ def test_errors_name_every_bad_line():
     assert errors[12] == "alternative 1: Describe the alternative."
     assert "trace-session:<id>" in errors[14]
     assert "numeric id" in errors[15]
+    assert errors[18] == "'trace-divergence:x1' needs a numeric id, e.g. trace-divergence:42"
 
 
 def test_empty_document_says_what_to_write():
@@ -231,6 +235,12 @@ def documents(draw):
                 ),
                 st.builds(
                     Source, st.just("trace_run"), st.integers(1, 10**6).map(str), st.just("run")
+                ),
+                st.builds(
+                    Source,
+                    st.just("trace_divergence"),
+                    st.integers(1, 10**6).map(str),
+                    st.just(""),
                 ),
             ),
             max_size=3,
