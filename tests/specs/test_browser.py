@@ -161,3 +161,45 @@ def test_pages_people_read(page, login, in_review, make_package, screenshot):
     page.get_by_role("button", name="Add a verification").click()
     expect(page.locator("#verifications > [data-row]")).to_have_count(2)
     screenshot("specs-package-builder")
+
+
+def test_divergence_source_opens_the_viewer_at_the_call(
+    page, login, workspace, members, screenshot
+):
+    from tests.specs.test_divergence_source import mark_in
+
+    mark = mark_in(workspace, members["editor"], 33)
+    _spec, v1 = _authoritative_with_divergence(workspace, members, mark)
+    login("viewer-a")
+    page.goto(f"{page.base_url}/w/{workspace.slug}/specs/versions/{v1.pk}/")
+    link = page.get_by_role("link", name=f"Forgotten constraint at call {mark.call_index}")
+    expect(link).to_be_visible()
+    screenshot("spec-version-divergence-source")
+    link.click()
+    page.wait_for_load_state("networkidle")
+    assert f"?at={mark.call_index}" in page.url
+    expect(page.locator(f"#step-{mark.call_index}")).to_be_visible()
+    expect(page.get_by_text(f"trace-divergence:{mark.pk}")).to_be_visible()
+    expect(page.get_by_text("The run diverged (forgotten constraint)")).to_be_visible()
+    screenshot("viewer-from-spec-source", full_page=False)
+    # The session page leads into the same viewer.
+    page.goto(f"{page.base_url}/w/{workspace.slug}/traces/sessions/{mark.session_id}/")
+    page.get_by_role("link", name="Read and annotate the steps").click()
+    page.wait_for_load_state("networkidle")
+    assert f"/annotations/sessions/{mark.session_id}/" in page.url
+    screenshot("session-to-viewer", full_page=False)
+
+
+def _authoritative_with_divergence(workspace, members, mark):
+    spec = services.spec_create(
+        workspace=workspace, actor=members["editor"], title="Retention", slug="retention",
+        consequence="low",
+    )  # fmt: skip
+    version = services.spec_version_create(
+        spec=spec,
+        author=members["editor"],
+        supersedes=None,
+        items=BASE_ITEMS,
+        sources=[services.SourceInput("divergence", divergence=mark, label="why v1")],
+    )
+    return spec, version

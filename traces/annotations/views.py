@@ -207,6 +207,7 @@ class ViewerView(WorkspaceTemplateView):
             restart_url=restart_url(self.workspace, session, focus_class) if focus_class else None,
             restart_indicators=restart_indicators(focus_class or ""),
             focus_class=focus_class,
+            focus_label=class_label(focus_class) if focus_class else "",
             window=window,
             is_admin=self.membership.role >= Role.ADMIN,
             classes=[(slug, label, text) for slug, (label, text) in FAILURE_CLASSES.items()],
