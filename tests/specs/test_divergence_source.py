@@ -42,7 +42,9 @@ def test_api_links_a_divergence_of_this_workspace_only(api_for, marks):
     api = api_for("editor")
     spec = create_spec(api)
     bad = create_version(
-        api, spec["id"], sources=[{"divergence": foreign.pk}, {"divergence": own.pk, "run": 1}]
+        api,
+        spec["id"],
+        sources=[{"divergence": foreign.pk}, {"divergence": own.pk, "run": own.run_id}],
     )
     assert bad.status_code == 400
     assert bad.json()["sources"]["0"] == {

@@ -208,7 +208,9 @@ def _agents(
         .agg(["size", "sum"])
     )
     frame = frame.join(totals, on="id")
-    labels = np.where(frame["kind"] == "main", "main", frame["description"].fillna("").astype(str))
+    labels = np.where(
+        frame["kind"] == "main", "main", frame["description"].astype(object).fillna("").astype(str)
+    )
     labels = np.where(labels == "", frame["external_id"].astype(str), labels)
     return {
         int(pk): AgentRow(int(pk), int(session), str(label)[:80], str(kind), str(start), int(initial), int(calls or 0), float(tokens or 0))
