@@ -51,3 +51,10 @@ def get_item(mapping, key):
 def split_words(value):
     """'a b c' -> ['a', 'b', 'c'] (for looping over fixed keys in templates)."""
     return str(value).split()
+
+
+@register.filter
+def pairs(mapping):
+    """A dict's (key, value) pairs. `mapping.items` in a template reads a key named "items"
+    first, which JSON data (audit details, job counts) may well have."""
+    return list(mapping.items()) if isinstance(mapping, dict) else []

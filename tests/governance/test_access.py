@@ -178,3 +178,22 @@ def test_dashboard_empty_states_guide_a_new_user(client_for, workspace):
     page = client_for("editor").get(f"/w/{workspace.slug}/").content.decode()
     assert "Team A" in page
     assert "No background jobs yet" in page
+
+
+def test_audit_and_job_pages_show_data_with_an_items_key(workspace, members, client_for):
+    # Django templates read `data.items` as the key "items" before the method; a spec
+    # version's audit data has such a key.
+    job = job_create(workspace=workspace, kind="probe", label="counted")
+    job.counts = {"items": 5, "errors": 0}
+    job.save(update_fields=["counts"])
+    audit_record(
+        workspace=workspace, actor=members["admin"], action="spec_version.create", obj=job,
+        data={"items": 3, "sources": 1},
+    )  # fmt: skip
+    client = client_for("admin")
+    audit = client.get(f"/w/{workspace.slug}/settings/audit/")
+    assert audit.status_code == 200
+    assert "items=3, sources=1" in audit.content.decode()
+    detail = client.get(f"/w/{workspace.slug}/jobs/{job.pk}/")
+    assert detail.status_code == 200
+    assert '<th scope="row">items</th><td class="num">5</td>' in detail.content.decode()
