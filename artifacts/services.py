@@ -82,7 +82,7 @@ class ArtifactGone(Exception):
         self.at = artifact.gone_at or artifact.expires_at
         if artifact.state == ArtifactState.DELETED:
             who = f" by {artifact.deleted_by.get_username()}" if artifact.deleted_by else ""
-            why = f": {artifact.delete_reason}" if artifact.delete_reason else ""
+            why = f": {artifact.delete_reason.rstrip('.')}" if artifact.delete_reason else ""
             message = f"This artifact was deleted on {self.at:%Y-%m-%d %H:%M} UTC{who}{why}."
         else:
             message = (

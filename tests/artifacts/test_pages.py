@@ -74,14 +74,14 @@ def test_delete_from_the_page_needs_an_editor(client_for, store, workspace):
     artifact = store(b"x\n")
     assert client_for("viewer").post(page(workspace, artifact, "delete/")).status_code == 403
     response = client_for("editor").post(
-        page(workspace, artifact, "delete/"), {"reason": "personal data"}
+        page(workspace, artifact, "delete/"), {"reason": "personal data."}
     )
     assert response.status_code == 302
     artifact.refresh_from_db()
-    assert (artifact.state, artifact.delete_reason) == ("deleted", "personal data")
+    assert (artifact.state, artifact.delete_reason) == ("deleted", "personal data.")
     tombstone = client_for("viewer").get(page(workspace, artifact))
     assert tombstone.status_code == 410
-    assert "personal data" in tombstone.content.decode()
+    assert "by editor-a: personal data.</" in tombstone.content.decode()
 
 
 def test_list_page_filters_and_sorts(client_for, store, workspace):
