@@ -681,31 +681,25 @@ def _line_limit(policy: ArtifactPolicy, lines: int, what: str = "lines") -> None
 
 
 def artifact_read_tail(*, artifact: Artifact, lines: int, reader: Reader) -> reads.Excerpt:
-    policy = artifact_policy_for(workspace=artifact.workspace)
-    _line_limit(policy, lines)
-    with _opened(artifact) as (handle, index):
-        excerpt = reads.tail(
-            handle,
-            index,
-            lines=lines,
-            max_lines=policy.max_read_lines,
-            max_bytes=policy.max_read_bytes,
-        )
-    return _excerpt_read(artifact, reader, ArtifactReadMode.TAIL, {"lines": lines}, excerpt)
+    return _read_lines(artifact, lines, reader, ArtifactReadMode.TAIL, reads.tail)
 
 
 def artifact_read_head(*, artifact: Artifact, lines: int, reader: Reader) -> reads.Excerpt:
+    return _read_lines(artifact, lines, reader, ArtifactReadMode.HEAD, reads.head)
+
+
+def _read_lines(artifact: Artifact, lines: int, reader: Reader, mode, read) -> reads.Excerpt:
     policy = artifact_policy_for(workspace=artifact.workspace)
     _line_limit(policy, lines)
     with _opened(artifact) as (handle, index):
-        excerpt = reads.head(
+        excerpt = read(
             handle,
             index,
             lines=lines,
             max_lines=policy.max_read_lines,
             max_bytes=policy.max_read_bytes,
         )
-    return _excerpt_read(artifact, reader, ArtifactReadMode.HEAD, {"lines": lines}, excerpt)
+    return _excerpt_read(artifact, reader, mode, {"lines": lines}, excerpt)
 
 
 def artifact_read_range(
