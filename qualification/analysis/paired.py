@@ -312,8 +312,9 @@ def compare_paired(table: PairedTable, *, delta: float, margin: float) -> Paired
     """Difference, both intervals, McNemar, TOST and the verdict for one paired table."""
     if table.n == 0:
         raise ValueError("no pairs to compare")
-    if not math.isfinite(delta) or not -1 < delta < 1:
-        raise ValueError("the decision threshold δ must be a difference between −1 and 1")
+    if not math.isfinite(delta) or not 0 <= delta < 1:
+        # A negative δ would call a file that loses a little "helps".
+        raise ValueError("the decision threshold δ must be a difference from 0 up to 1")
     if not 0 < margin < 1:
         raise ValueError("the equivalence bound Δ must be between 0 and 1")
     ci95 = newcombe_paired_ci(table, 0.95)

@@ -148,7 +148,7 @@ class RegistrationForm(forms.Form):
         help_text="With fewer than 80 tasks, Δ defaults to 15 points instead of 10.",
     )  # fmt: skip
     delta_pp = forms.FloatField(
-        label="Decision threshold δ (points)", initial=5, min_value=-99, max_value=99,
+        label="Decision threshold δ (points)", initial=5, min_value=0, max_value=99,
         help_text="“Helps” needs the 95% interval's lower bound above δ.",
     )  # fmt: skip
     margin_pp = forms.FloatField(

@@ -257,7 +257,9 @@ def instruction_update_ledger(*, instruction: Instruction, actor, **changes) -> 
             if getattr(instruction, name) != value:
                 diff[name] = [_jsonable(getattr(instruction, name)), _jsonable(value)]
                 setattr(instruction, name, value)
+        open_evaluations = []
         if "category" in diff:
+            open_evaluations = _evaluations_ablating(instruction)
             instruction.category_corrected = True
             instruction.category_basis = "set by a person"
         if (
@@ -268,6 +270,8 @@ def instruction_update_ledger(*, instruction: Instruction, actor, **changes) -> 
             raise InputError("review_due_on: the next review cannot be before the last one")
         if diff:
             instruction.save()
+            for evaluation in open_evaluations:
+                _rebuild_arm_estimates(evaluation)
             audit_record(
                 workspace=instruction.workspace,
                 actor=actor,
@@ -276,6 +280,34 @@ def instruction_update_ledger(*, instruction: Instruction, actor, **changes) -> 
                 data={"changes": diff},
             )
     return instruction
+
+
+def _evaluations_ablating(instruction: Instruction) -> list[Evaluation]:
+    """A category decides which ablation arm holds the instruction. Once an evaluation of this
+    revision has results its arms are pre-registered, so the category is fixed; before that,
+    the open evaluations are returned so that their arms' token estimates follow."""
+    evaluations = Evaluation.objects.filter(
+        revision_id=instruction.revision_id, arms__kind=EvaluationArm.Kind.ABLATION
+    ).distinct()
+    locked = [e for e in evaluations if e.status == Evaluation.Status.LOCKED]
+    if locked:
+        raise InputError(
+            f"category: evaluation #{locked[0].pk} has results and ablates this revision's "
+            "categories, so they are fixed by its pre-registration; import a new revision to "
+            "recategorise"
+        )
+    return [e for e in evaluations if e.status == Evaluation.Status.REGISTERED]
+
+
+def _rebuild_arm_estimates(evaluation: Evaluation) -> None:
+    instructions = list(evaluation.revision.instructions.values_list("category", "text"))
+    for arm in evaluation.arms.filter(kind=EvaluationArm.Kind.ABLATION):
+        arm.token_estimate = _arm_tokens(instructions, arm.categories)
+        arm.save(update_fields=["token_estimate"])
+
+
+def _arm_tokens(instructions: list[tuple[str, str]], categories: list[str]) -> int:
+    return estimate_tokens("\n\n".join(t for c, t in instructions if c in categories))
 
 
 def _category(value) -> str:
@@ -543,7 +575,7 @@ def _registration(
     else:
         values["expected_tasks"] = _number("expected_tasks", expected, integer=True, low=1)
     delta = values.get("delta")
-    values["delta"] = 0.05 if delta in (None, "") else _number("delta", delta, low=-0.99, high=0.99)
+    values["delta"] = 0.05 if delta in (None, "") else _number("delta", delta, low=0, high=0.99)
     margin = values.get("margin")
     if margin in (None, ""):
         small = values["expected_tasks"] is not None and values["expected_tasks"] < SMALL_TASK_SET
@@ -732,7 +764,7 @@ def _rebuild_arms(evaluation: Evaluation, ablations: list[dict]) -> None:
             a["name"],
             EvaluationArm.Kind.ABLATION,
             a["categories"],
-            estimate_tokens("\n\n".join(t for c, t in instructions if c in a["categories"])),
+            _arm_tokens(instructions, a["categories"]),
         )
         for a in ablations
     ]

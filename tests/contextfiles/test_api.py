@@ -331,6 +331,10 @@ def test_paired_comparison_calculator(api_for):
     )
     bad = client.get("/api/v1/paired-comparison/?both=-1&with_only=2&without_only=0&neither=1")
     assert bad.status_code == 400 and "both" in bad.json()
+    negative = client.get(
+        "/api/v1/paired-comparison/?both=50&with_only=2&without_only=4&neither=44&delta=-0.1"
+    )
+    assert negative.status_code == 400 and "delta" in negative.json()
 
 
 def test_listings_command_verifications_and_drift_checks(editor_api, file_id, run_on_commit):

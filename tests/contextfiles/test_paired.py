@@ -150,3 +150,8 @@ def test_from_outcomes_counts_each_cell():
         [(True, True), (True, False), (False, True), (False, False), (True, False)]
     )
     assert table.as_dict() == {"both": 1, "with_only": 2, "without_only": 1, "neither": 1}
+
+
+def test_a_negative_decision_threshold_is_refused():
+    with pytest.raises(ValueError, match="δ must be a difference from 0"):
+        compare_paired(PairedTable(50, 2, 4, 44), delta=-0.1, margin=0.1)

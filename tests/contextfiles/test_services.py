@@ -289,6 +289,7 @@ def test_registration_defaults_and_arms(imported, members, registration):
         ({"model_version": ""}, "model_version: required"),
         ({"margin": 0.9}, "margin:"),
         ({"delta": "lots"}, "delta:"),
+        ({"delta": -0.05}, "delta: must be between 0 and 0.99"),
         ({"decoding": "{temperature"}, "decoding: not JSON"),
         ({"cost_measures": ["vibes"]}, "cost_measures:"),
         ({"ablations": [{"categories": []}]}, "ablations"),
@@ -454,3 +455,31 @@ def test_instructions_of_other_workspaces_are_not_found(imported, other_workspac
         selectors.instruction_get(workspace=other_workspace, pk=instruction.pk)
     with pytest.raises(Http404):
         selectors.context_file_get(workspace=other_workspace, pk=imported.context_file.pk)
+
+
+def test_a_category_correction_follows_open_arms_and_is_refused_once_results_exist(
+    evaluation, members
+):
+    arm = evaluation.arms.get(name="rules-only")
+    before = arm.token_estimate
+    moved = evaluation.revision.instructions.exclude(category="failure_prevention").first()
+    services.instruction_update_ledger(
+        instruction=moved, actor=members["editor"], category="failure_prevention"
+    )
+    arm.refresh_from_db()
+    assert arm.token_estimate > before  # the open registration's arm now holds the instruction
+    services.trials_record(
+        evaluation=evaluation,
+        data=trials_csv(table_tasks(5, 1, 1, 1), arms=("full", "rules-only")),
+        actor=members["editor"],
+    )
+    with pytest.raises(InputError, match=f"evaluation #{evaluation.pk} has results"):
+        services.instruction_update_ledger(
+            instruction=moved, actor=members["editor"], category="other"
+        )
+    moved.refresh_from_db()
+    assert moved.category == "failure_prevention"
+    # Ledger fields other than the category stay editable.
+    services.instruction_update_ledger(instruction=moved, actor=members["editor"], owner="ana")
+    moved.refresh_from_db()
+    assert moved.owner == "ana"

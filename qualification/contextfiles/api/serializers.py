@@ -403,7 +403,7 @@ class PairedComparisonQuerySerializer(serializers.Serializer):
     with_only = serializers.IntegerField(min_value=0)
     without_only = serializers.IntegerField(min_value=0)
     neither = serializers.IntegerField(min_value=0)
-    delta = serializers.FloatField(default=0.05, min_value=-0.99, max_value=0.99)
+    delta = serializers.FloatField(default=0.05, min_value=0, max_value=0.99)
     margin = serializers.FloatField(default=0.10, min_value=0.005, max_value=0.5)
     pilot_discordance = serializers.FloatField(required=False, min_value=0.001, max_value=1)
 
