@@ -254,7 +254,7 @@ class Call(WorkspaceOwned):
 
 
 class CallText(models.Model):
-    """The call's messages, tool calls and tool results: zlib-compressed JSON, keyed by call."""
+    """The call's messages, tool calls and tool results: zstd-compressed JSON, keyed by call."""
 
     call = models.OneToOneField(
         Call, primary_key=True, on_delete=models.CASCADE, related_name="text"
