@@ -20,6 +20,7 @@ from specs.models import (
     SourceKind,
     Spec,
     SpecItem,
+    SpecSource,
     SpecVersion,
     Verification,
     VersionStatus,
@@ -246,12 +247,21 @@ def version_sources(version: SpecVersion) -> list[Source]:
         if source.kind == SourceKind.REFERENCE:
             sources.append(Source("url", source.url, source.label))
         elif source.kind == SourceKind.TRACE_SESSION and source.trace_session_id:
-            sources.append(Source("trace_session", str(source.trace_session_id), ""))
+            label = _given_label(source, source.trace_session)
+            sources.append(Source("trace_session", str(source.trace_session_id), label))
         elif source.kind == SourceKind.TRACE_RUN and source.run_id:
-            sources.append(Source("trace_run", str(source.run_id), ""))
+            label = _given_label(source, source.run)
+            sources.append(Source("trace_run", str(source.run_id), label))
         elif source.kind == SourceKind.DIVERGENCE and source.divergence_id:
-            sources.append(Source("trace_divergence", str(source.divergence_id), ""))
+            label = _given_label(source, source.divergence)
+            sources.append(Source("trace_divergence", str(source.divergence_id), label))
     return sources
+
+
+def _given_label(source: SpecSource, linked) -> str:
+    """The label a person gave; not the object's own name, which is stored only so that the
+    source still reads when the object is deleted."""
+    return "" if source.label == str(linked)[:300] else source.label
 
 
 # --- trace links -------------------------------------------------------------

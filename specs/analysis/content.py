@@ -183,7 +183,8 @@ def check_items(items: Sequence[Item], *, for_submission: bool = False) -> Items
     """Every problem with a list of (normalised) items; `for_submission` adds the stricter rules.
 
     A draft may be work in progress; a submitted version must be complete: at least one
-    item, and every alternative of an open question carries its evidence.
+    item, every unresolved open question lists an alternative, and every alternative of an
+    unresolved item carries its evidence.
     """
     problems: list[Problem] = []
     if len(items) > MAX_ITEMS:
@@ -230,6 +231,20 @@ def check_items(items: Sequence[Item], *, for_submission: bool = False) -> Items
         if len(item.alternatives) > MAX_ALTERNATIVES:
             problems.append(
                 Problem(index, "alternatives", f"At most {MAX_ALTERNATIVES} alternatives per item.")
+            )
+        if (
+            for_submission
+            and item.is_unresolved
+            and item.kind == "open_question"
+            and not item.alternatives
+        ):
+            problems.append(
+                Problem(
+                    index,
+                    "alternatives",
+                    f"Open question '{item.key}' needs at least one alternative, with its "
+                    "evidence, before the version is submitted.",
+                )
             )
         for position, alternative in enumerate(item.alternatives):
             if not alternative.text:

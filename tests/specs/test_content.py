@@ -141,3 +141,14 @@ def test_word_diff_marks_only_changed_words():
     ]
     assert "".join(op.text for op in ops if op.op != "insert") == "Keep raw uploads for 30 days."
     assert word_diff("", "new") == (word_diff("", "new")[0],)
+
+
+def test_an_open_question_without_alternatives_cannot_be_submitted():
+    question = item("q", kind="open_question", status="unresolved")
+    assert check_items([question]).problems == ()  # a draft may be work in progress
+    problems = check_items([question], for_submission=True).problems
+    assert [(p.index, p.field) for p in problems] == [(0, "alternatives")]
+    assert problems[0].message.startswith("Open question 'q' needs at least one alternative")
+    # An unresolved constraint ("latency budget still open") needs no alternatives.
+    open_constraint = item("c", kind="constraint", status="unresolved")
+    assert check_items([open_constraint], for_submission=True).problems == ()

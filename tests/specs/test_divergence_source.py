@@ -61,7 +61,7 @@ def test_api_links_a_divergence_of_this_workspace_only(api_for, marks):
         ("divergence", own.pk, "why v2")
     ]
     markdown = api.get(f"/api/v1/spec-versions/{good.json()['id']}/export/?format=md")
-    assert f"- trace-divergence:{own.pk}\n" in markdown.content.decode()
+    assert f"- trace-divergence:{own.pk} — why v2\n" in markdown.content.decode()
 
 
 def test_markdown_import_resolves_divergence_tokens_in_the_workspace(api_for, marks):
@@ -110,3 +110,31 @@ def test_version_page_links_the_mark_in_the_viewer(api_for, client_for, workspac
         f"/w/{workspace.slug}/annotations/sessions/{own.session_id}/runs/{own.run_id}/"
     )
     assert f"trace-divergence:{own.pk}" in run_page.content.decode()
+
+
+def test_labels_of_trace_sources_survive_export_and_import(api_for, marks):
+    own, _ = marks
+    api = api_for("editor")
+    spec = create_spec(api)
+    version = create_version(
+        api,
+        spec["id"],
+        sources=[
+            {"run": own.run_id, "label": "the run that drifted"},
+            {"divergence": own.pk, "label": "where it forgot"},
+            {"trace_session": own.session_id},
+        ],
+    ).json()
+    text = api.get(f"/api/v1/spec-versions/{version['id']}/export/?format=md").content.decode()
+    assert f"- trace-run:{own.run_id} — the run that drifted\n" in text
+    assert f"- trace-divergence:{own.pk} — where it forgot\n" in text
+    # A source given no label exports none (its stored name is only a fallback).
+    assert f"- trace-session:{own.session_id}\n" in text
+    imported = api.post(
+        f"/api/v1/specs/{spec['id']}/import/",
+        {"markdown": text, "supersedes": None, "note": "round trip"},
+        format="json",
+    )
+    assert imported.status_code == 201, imported.json()
+    labels = [(s["kind"], s["label"]) for s in imported.json()["sources"]]
+    assert labels[:2] == [("trace_run", "the run that drifted"), ("divergence", "where it forgot")]
