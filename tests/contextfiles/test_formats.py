@@ -186,3 +186,11 @@ def test_listing_folders_and_children():
     assert listing.children("services") == {"a", "b"}
     assert listing.exists("services/a") and not listing.exists("services/c")
     assert listing.matches("services/*/main.go") and not listing.matches("docs/*")
+
+
+def test_an_over_long_failure_class_is_refused_not_cut():
+    text = "task_id,arm,success,failure_class\n" + f"t1,full,false,{'x' * 65}\nt2,full,false,ok\n"
+    result = read_trials(text)
+    assert [(r.line, r.failure_class) for r in result.rows] == [(3, "ok")]
+    assert [e["line"] for e in result.errors] == [2]
+    assert result.errors[0]["error"].endswith("failure_class is at most 64 characters, not 65")

@@ -239,7 +239,9 @@ def _read_row(record: Mapping, line: int, result: ReadResult, *, label: str) -> 
     counts = {name: integer(name) for name in COUNT_FIELDS}
     cost = decimal("cost")
     latency = integer("latency_ms")
-    failure_class = text("failure_class", required=False)[:64]
+    failure_class = text("failure_class", required=False)
+    if len(failure_class) > 64:
+        problems.append(f"failure_class is at most 64 characters, not {len(failure_class)}")
     if problems:
         prefix = f"{label}: " if label else ""
         result.error(line, prefix + "; ".join(problems))
