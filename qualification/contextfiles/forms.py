@@ -139,7 +139,7 @@ class RegistrationForm(forms.Form):
     model_version = forms.CharField(max_length=200)
     harness_version = forms.CharField(max_length=200)
     decoding = forms.CharField(
-        required=False, initial='{"temperature": 0}',
+        initial='{"temperature": 0}',
         help_text="JSON, e.g. {\"temperature\": 0, \"top_p\": 1}",
     )  # fmt: skip
     task_set_version = forms.CharField(max_length=200)
@@ -182,14 +182,12 @@ class RegistrationForm(forms.Form):
 
     def clean_decoding(self):
         raw = self.cleaned_data.get("decoding") or ""
-        if not raw.strip():
-            return {}
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"Not JSON: {exc.msg} (column {exc.colno}).") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError('Give an object such as {"temperature": 0}.')
+        if not isinstance(value, dict) or not value:
+            raise forms.ValidationError('Give the sampling settings, e.g. {"temperature": 0}.')
         return value
 
     def registration(self) -> dict:

@@ -568,6 +568,10 @@ def _registration(
             raise InputError(f"decoding: not JSON ({exc.msg})") from None
     if not isinstance(decoding, dict):
         raise InputError('decoding: give an object such as {"temperature": 0}')
+    if not decoding:
+        raise InputError(
+            'decoding: required; record the sampling settings, e.g. {"temperature": 0}'
+        )
     values["decoding"] = decoding
     expected = values.get("expected_tasks")
     if expected in ("", None):

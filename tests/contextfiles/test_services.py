@@ -291,6 +291,7 @@ def test_registration_defaults_and_arms(imported, members, registration):
         ({"delta": "lots"}, "delta:"),
         ({"delta": -0.05}, "delta: must be between 0 and 0.99"),
         ({"decoding": "{temperature"}, "decoding: not JSON"),
+        ({"decoding": {}}, "decoding: required"),
         ({"cost_measures": ["vibes"]}, "cost_measures:"),
         ({"ablations": [{"categories": []}]}, "ablations"),
         ({"ablations": [{"name": "full", "categories": ["other"]}]}, "already used"),
