@@ -65,7 +65,16 @@ def test_create_then_replace_keeps_history(api_for, small_session):
         ({"call_index": 10**6}, "call_index", "outside session"),
         ({"failure_class": "bad_luck"}, "failure_class", "Unknown class 'bad_luck'"),
         ({"confidence": "sure"}, "confidence", "Unknown confidence 'sure'"),
-        ({"failure_class": "other"}, "other_text", "Say what went wrong"),
+        (
+            {"failure_class": "other", "note": "  "},
+            "other_text",
+            "Say what went wrong when the class is 'other' (in other_text, or in the note).",
+        ),
+        (
+            {"failure_class": "other", "note": "", "other_text": ""},
+            "other_text",
+            "Say what went wrong when the class is 'other' (in other_text, or in the note).",
+        ),
         ({"call_index": -1}, "call_index", "greater than or equal to 0"),
         ({"evidence_call_indexes": ["x"]}, "evidence_call_indexes", "valid integer"),
     ],
@@ -78,6 +87,60 @@ def test_bad_input_is_a_400_naming_the_field(api_for, small_session, change, fie
     assert response.status_code == 400, response.content
     assert message in str(response.json()[field])
     assert not Divergence.objects.exists()
+
+
+def test_other_takes_the_note_when_other_text_is_absent(api_for, small_session):
+    """The issue's fixed shape has `note` and no `other_text`: for class 'other' the note is
+    the 'other' text. Given, other_text wins; a long note is cut to 500 characters."""
+    api = api_for("editor")
+    run = main_run(small_session)
+    step = call_in(run, 5).session_index
+    payload = {
+        "session": small_session.pk,
+        "agent": None,
+        "call_index": step,
+        "failure_class": "other",
+        "note": "  Gave up and rewrote the module  ",
+        "evidence_call_indexes": [],
+        "confidence": "low",
+    }  # exactly the issue's keys
+    created = api.post("/api/v1/divergences/", payload, format="json")
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert (body["failure_class"], body["other_text"], body["note"]) == (
+        "other",
+        "Gave up and rewrote the module",
+        "Gave up and rewrote the module",
+    )
+    stored = Divergence.objects.get(pk=body["id"])
+    assert stored.class_label == "Other: Gave up and rewrote the module"
+    # The same payload again is the same mark, unchanged.
+    again = api.post("/api/v1/divergences/", payload, format="json")
+    assert again.status_code == 200 and again.json()["id"] == body["id"]
+    explicit = api.post(
+        "/api/v1/divergences/",
+        {**payload, "other_text": "Rewrite instead of fix", "note": "long story"},
+        format="json",
+    )
+    assert explicit.status_code == 201
+    assert (explicit.json()["other_text"], explicit.json()["note"]) == (
+        "Rewrite instead of fix",
+        "long story",
+    )
+    long_note = "word " * 300  # 1,500 characters
+    cut = api.post(
+        "/api/v1/divergences/", {**payload, "note": long_note, "other_text": ""}, format="json"
+    )
+    assert cut.status_code == 201, cut.content
+    other_text = cut.json()["other_text"]
+    assert len(other_text) == 500 and other_text.endswith("…")
+    assert other_text[:-1] == long_note.strip()[:499]
+    assert cut.json()["note"] == long_note.strip()
+    # A class other than 'other' keeps no other_text, whatever the note says.
+    plain = api.post(
+        "/api/v1/divergences/", {**payload, "failure_class": "repetition"}, format="json"
+    )
+    assert plain.status_code == 201 and plain.json()["other_text"] == ""
 
 
 def test_evidence_and_run_and_agent_errors(api_for, small_session):

@@ -161,6 +161,28 @@ def test_transcript_markup_never_runs(page, login, members, hostile_session, scr
     assert page.get_by_text("Full compaction").is_visible()
 
 
+def test_full_page_expand_leads_back_to_the_step(page, login, members, hostile_session, screenshot):
+    """Without htmx the Expand link opens the part's own page; its back link returns to the
+    step in the viewer."""
+    agent = Agent.objects.get(session=hostile_session, kind=AgentKind.MAIN)
+    viewer = (
+        f"/w/{hostile_session.workspace.slug}/annotations/sessions/{hostile_session.pk}"
+        f"/agents/{agent.pk}/"
+    )
+    login("viewer-a")
+    page.goto(page.base_url + viewer)
+    expand = page.locator("li.step").first.get_by_role("link", name=re.compile("^Expand: 390"))
+    page.goto(page.base_url + expand.get_attribute("href"))
+    assert page.get_by_role("heading", name="Call 0: tool result").is_visible()
+    assert page.get_by_text("399 line").first.is_visible()
+    screenshot("annotations-part-page", full_page=False)
+    with page.expect_navigation():
+        page.get_by_role("link", name="← Back to the step").click()
+    page.locator("#strip.js-plotly-plot").wait_for()
+    assert page.url == f"{page.base_url}{viewer}?at=0#step-0"
+    assert page.locator("#step-0").is_visible()
+
+
 def test_pages_for_review(page, login, members, workspace, screenshot):
     """The queue and divergences pages with the demo data, including the lab comparison."""
     from qualification import demo as qualification_demo

@@ -100,7 +100,20 @@ def test_truncated_results_expand_with_htmx_or_a_plain_link(workspace, client_fo
     full_page = client.get(expand.group(1).replace("&amp;", "&"))
     text = full_page.content.decode()
     assert full_page.status_code == 200 and "<html" in text and "399 line" in text
-    assert "Back to the step" in text
+    back = re.search(r'<a href="([^"]+)">← Back to the step</a>', text)
+    viewer = viewer_url(workspace, hostile_session, agent=agent)
+    assert back and back.group(1) == f"{viewer}?at=0#step-0"
+    returned = client.get(back.group(1).split("#")[0])
+    assert returned.status_code == 200 and 'id="step-0"' in returned.content.decode()
+    # From a run page with its own parameters (and from an htmx window), back to that page.
+    run_page = viewer_url(workspace, hostile_session, run=main_run(hostile_session))
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        html = client.get(run_page, {"window": 5}, **headers).content.decode()
+        link = re.search(r'<a href="([^"]+key=result%3Atoolu_a[^"]*)" hx-get', html).group(1)
+        text = client.get(link.replace("&amp;", "&")).content.decode()
+        back = re.search(r'<a href="([^"]+)">← Back to the step</a>', text).group(1)
+        assert back == f"{run_page}?window=5&amp;at=0#step-0"
+        assert client.get(back.replace("&amp;", "&").split("#")[0]).status_code == 200
     fragment = client.get(expand.group(2).replace("&amp;", "&"), HTTP_HX_REQUEST="true")
     assert "<html" not in fragment.content.decode() and "399 line" in fragment.content.decode()
     missing = client.get(
@@ -143,7 +156,9 @@ def test_marking_without_javascript_then_replacing(workspace, client_for, small_
         url, {"run": run.pk, "call_index": step, "failure_class": "other", "confidence": "low"}
     )
     assert bad.status_code == 400
-    assert "Say what went wrong when the class is Other." in bad.content.decode()
+    assert (
+        "Say what went wrong when the class is Other (here or in the note)." in bad.content.decode()
+    )
     outside = client.post(
         url,
         {
@@ -189,6 +204,19 @@ def test_marking_without_javascript_then_replacing(workspace, client_for, small_
     assert again.status_code == 302
     assert Divergence.objects.filter(run=run).count() == 2
     assert "1 replaced mark" in client.get(ok["Location"]).content.decode()
+    # Other with only a note: the note says what went wrong.
+    noted = client.post(
+        url,
+        {"run": run.pk, "call_index": step, "failure_class": "other", "confidence": "low",
+         "note": "Chased a flaky test"},
+    )  # fmt: skip
+    assert noted.status_code == 302
+    current = Divergence.objects.get(run=run, replaced_at__isnull=True)
+    assert (current.failure_class, current.other_text, current.note) == (
+        "other",
+        "Chased a flaky test",
+        "Chased a flaky test",
+    )
 
 
 def test_others_marks_are_hidden_until_you_mark(workspace, client_for, small_session, members):

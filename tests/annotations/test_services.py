@@ -79,7 +79,10 @@ def test_bad_input_names_the_field_and_saves_nothing(small_session, other_sessio
     assert "outside session" in error(call_index=small_session.call_count + 5)["call_index"][0]
     assert "Unknown class 'nonsense'" in error(failure_class="nonsense")["failure_class"][0]
     assert "confidence" in error(confidence="very")
-    assert "other" in error(failure_class="other")["other_text"][0]
+    assert error(failure_class="other")["other_text"] == [
+        "Say what went wrong when the class is 'other' (in other_text, or in the note)."
+    ]
+    assert "other_text" in error(failure_class="other", other_text=" ", note="\n ")
     later = error(evidence_call_indexes=[step + 1])["evidence_call_indexes"][0]
     assert "before the divergence" in later
     assert (
@@ -93,6 +96,39 @@ def test_bad_input_names_the_field_and_saves_nothing(small_session, other_sessio
     assert "another agent" in error(agent=subagent.agent)["call_index"][0]
     assert not Divergence.objects.exists()
     assert not AuditEvent.objects.filter(action__startswith="divergence").exists()
+
+
+def test_other_without_other_text_takes_the_note(small_session, members):
+    run = main_run(small_session)
+    step = call_in(run, 6).session_index
+    first = mark(
+        small_session, members["reviewer"], step, failure_class="other", note=" Went off-task "
+    )
+    assert (first.other_text, first.note, first.class_label) == (
+        "Went off-task",
+        "Went off-task",
+        "Other: Went off-task",
+    )
+    long = mark(small_session, members["editor"], step, failure_class="other", note="x" * 700)
+    assert long.other_text == "x" * 499 + "…" and long.note == "x" * 700
+    final = services.divergence_adjudicate(
+        run=run,
+        adjudicator=members["admin"],
+        call_index=step,
+        failure_class="other",
+        confidence="high",
+        note="Both saw it drift",
+    )
+    assert (final.other_text, final.note) == ("Both saw it drift", "Both saw it drift")
+    with pytest.raises(ValidationError) as caught:
+        services.divergence_adjudicate(
+            run=run,
+            adjudicator=members["admin"],
+            call_index=step,
+            failure_class="other",
+            confidence="high",
+        )
+    assert list(caught.value.message_dict) == ["other_text"]
 
 
 def test_viewers_and_outsiders_cannot_mark(small_session, members, outsider):

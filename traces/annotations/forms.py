@@ -32,7 +32,11 @@ class MarkForm(forms.Form):
         choices=CLASS_CHOICES, widget=forms.RadioSelect, label="What went wrong"
     )
     other_text = forms.CharField(
-        required=False, max_length=500, label="If other: what", help_text="Required for Other."
+        required=False,
+        max_length=500,
+        label="If other: what",
+        help_text="Required for Other; left empty, the note is used.",
+        widget=forms.TextInput(attrs={"aria-describedby": "id_other_text_help"}),
     )
     confidence = forms.ChoiceField(
         choices=list(CONFIDENCES.items()), widget=forms.RadioSelect, label="Confidence"
@@ -53,8 +57,14 @@ class MarkForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if data.get("failure_class") == "other" and not (data.get("other_text") or "").strip():
-            self.add_error("other_text", "Say what went wrong when the class is Other.")
+        if (
+            data.get("failure_class") == "other"
+            and not (data.get("other_text") or "").strip()
+            and not (data.get("note") or "").strip()
+        ):
+            self.add_error(
+                "other_text", "Say what went wrong when the class is Other (here or in the note)."
+            )
         return data
 
 

@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.text import Truncator
 
 from governance.models import Membership, Role, Workspace
 from governance.services import audit_record
@@ -35,6 +36,7 @@ QUEUE_BUILD_ROLE = Role.REVIEWER
 ADJUDICATE_ROLE = Role.ADMIN
 MAX_EVIDENCE = 50
 MAX_NOTE = 5000
+MAX_OTHER_TEXT = 500
 MAX_SAMPLE = 1000
 
 
@@ -46,6 +48,12 @@ def _role(workspace: Workspace, user) -> int:
 def _require_role(workspace: Workspace, user, role: int, what: str) -> None:
     if _role(workspace, user) < role:
         raise PermissionDenied(f"{what} needs the {Role(role).label} role in {workspace.slug}.")
+
+
+def other_text_from_note(note: str) -> str:
+    """The 'other' text taken from the note, for a mark of class 'other' given without
+    other_text: the whole note, or its first MAX_OTHER_TEXT characters ending in '…'."""
+    return Truncator((note or "").strip()).chars(MAX_OTHER_TEXT)
 
 
 def _clean_fields(
@@ -62,11 +70,16 @@ def _clean_fields(
         )
     other_text = (other_text or "").strip()
     if failure_class == OTHER and not other_text:
-        errors["other_text"] = "Say what went wrong when the class is 'other'."
+        # The issue's API shape has a note but no other_text: the note says what went wrong.
+        other_text = other_text_from_note(note)
+        if not other_text:
+            errors["other_text"] = (
+                "Say what went wrong when the class is 'other' (in other_text, or in the note)."
+            )
     if failure_class != OTHER:
         other_text = ""
-    if len(other_text) > 500:
-        errors["other_text"] = "At most 500 characters."
+    if len(other_text) > MAX_OTHER_TEXT:
+        errors["other_text"] = f"At most {MAX_OTHER_TEXT} characters."
     if len(note or "") > MAX_NOTE:
         errors["note"] = f"At most {MAX_NOTE:,} characters."
     if errors:

@@ -147,6 +147,8 @@ class ViewerView(WorkspaceTemplateView):
             "window_last": steps[-1].call_index if steps else None,
             "query": urlencode(base_query),
             "base_query": base_query,
+            # The viewer's own path: the full-page Expand links back to the step through it.
+            "viewer_path": request.path,
             "can_annotate": can_annotate,
         }
         if htmx_partial(request):

@@ -45,7 +45,11 @@ class DivergenceInputSerializer(serializers.Serializer):
     )
     failure_class = class_field()
     other_text = serializers.CharField(
-        required=False, allow_blank=True, max_length=500, help_text="Required for 'other'."
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        help_text="What went wrong, for class 'other'. Absent or blank, the note is used "
+        "(its first 500 characters); 400 when both are empty.",
     )
     note = serializers.CharField(required=False, allow_blank=True, max_length=5000)
     evidence_call_indexes = serializers.ListField(

@@ -91,7 +91,8 @@ class DivergenceViewSet(
             "stays in history (`replaces`, `current=false`). The call's context size and model "
             "are stored. 400 names the field: a call outside the session/agent/run, an unknown "
             "class, evidence at or after the divergence or outside the session, 'other' "
-            "without `other_text`."
+            "with neither `other_text` nor `note` (without `other_text`, the note is the "
+            "'other' text)."
         ),
     )
     def create(self, request):
