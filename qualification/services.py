@@ -11,7 +11,7 @@ from collections import defaultdict
 import orjson
 from django.core.exceptions import PermissionDenied
 from django.core.files.base import ContentFile
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -482,8 +482,65 @@ def trial_batch_submit(
     return upload
 
 
+# Rows per INSERT while loading a batch; progress is reported after each.
+TRIAL_INSERT_BATCH = 1000
+
+
+class _SavedRowsProgress:
+    """Rows saved so far, visible to whoever polls the job while the all-or-nothing insert's
+    transaction is still open.
+
+    That transaction's writes stay invisible to other connections until it commits, so on
+    PostgreSQL the job row is updated through a second, autocommitting connection, with SKIP
+    LOCKED so that it never waits on the job row. SQLite has one writer at a time: there the
+    job's own connection writes it.
+    """
+
+    def __init__(self, reporter: JobReporter):
+        self.reporter = reporter
+        self._side = None
+        if connection.vendor == "postgresql":
+            self._side = connections.create_connection(DEFAULT_DB_ALIAS)
+
+    def report(self, done: int) -> None:
+        self.reporter.job.progress_done = done
+        if self._side is None:
+            self.reporter.flush(force=True)
+            return
+        quote = self._side.ops.quote_name
+        table = quote(Job._meta.db_table)
+        pk, column = quote(Job._meta.pk.column), quote(Job._meta.get_field("progress_done").column)
+        with self._side.cursor() as cursor:
+            # Identifiers come from the model's metadata; the values are parameters.
+            cursor.execute(
+                f"UPDATE {table} SET {column} = %s WHERE {pk} = "  # noqa: S608
+                f"(SELECT {pk} FROM {table} WHERE {pk} = %s FOR UPDATE SKIP LOCKED)",
+                [done, self.reporter.job.pk],
+            )
+
+    def close(self) -> None:
+        if self._side is not None:
+            self._side.close()
+
+
+def _upload_reject(*, upload: TrialUpload, job: Job, data: dict) -> None:
+    with transaction.atomic():
+        TrialUpload.objects.filter(pk=upload.pk).update(status=TrialUpload.Status.REJECTED)
+        audit_record(
+            workspace=upload.workspace,
+            actor=job.created_by,
+            action="trial_upload.reject",
+            obj=upload,
+            data=data,
+        )
+
+
 def trial_upload_process(job: Job, reporter: JobReporter) -> None:
-    """Job work: parse, check everything, then save all rows or none."""
+    """Job work: parse, check everything, then save all rows or none.
+
+    Progress counts rows saved: 0 while the batch is checked, then up by TRIAL_INSERT_BATCH as
+    the insert proceeds, and back to 0 if it is rolled back.
+    """
     upload = TrialUpload.objects.select_related("qualification__workload").get(
         pk=job.params["upload_id"], workspace=job.workspace
     )
@@ -494,11 +551,10 @@ def trial_upload_process(job: Job, reporter: JobReporter) -> None:
     with upload.file.open("rb") as handle:
         content = handle.read()
     parsed = parse_trials(content, filename=name)
-    reporter.set_total(parsed.records, unit="rows")
+    reporter.set_total(parsed.records, unit="rows saved")
     errors = [e.as_dict() for e in parsed.errors]
     checked = _check_against_database(qualification, parsed, partial=upload.partial)
     errors += checked["errors"]
-    reporter.set_done(parsed.records)
     reporter.set_counts(
         rows=parsed.records,
         format=parsed.format,
@@ -509,19 +565,26 @@ def trial_upload_process(job: Job, reporter: JobReporter) -> None:
         for entry in errors:
             label = f"{entry['field']}: " if entry.get("field") else ""
             reporter.error(f"{label}{entry['error']}", file=name, line=entry["line"])
-        with transaction.atomic():
-            TrialUpload.objects.filter(pk=upload.pk).update(status=TrialUpload.Status.REJECTED)
-            audit_record(
-                workspace=qualification.workspace,
-                actor=job.created_by,
-                action="trial_upload.reject",
-                obj=upload,
-                data={"problems": len(errors), "first": errors[0]},
-            )
+        _upload_reject(upload=upload, job=job, data={"problems": len(errors), "first": errors[0]})
         raise InputError(
             f"{name}: {len(errors)} problem{'s' if len(errors) != 1 else ''} found; nothing was "
             "saved. Fix the lines listed and upload the file again."
         )
+    progress = _SavedRowsProgress(reporter)
+    try:
+        _trials_save(upload, parsed, checked, job=job, reporter=reporter, progress=progress)
+    except InputError as exc:
+        # Rolled back: nothing of this batch is saved, whatever the progress said.
+        reporter.job.progress_done = 0
+        _upload_reject(upload=upload, job=job, data={"reason": str(exc)})
+        raise
+    finally:
+        progress.close()
+
+
+def _trials_save(upload, parsed, checked, *, job, reporter, progress) -> None:
+    """Insert every row of a checked batch in one transaction (all or none)."""
+    qualification = upload.qualification
     with transaction.atomic():
         locked = Qualification.objects.select_for_update().get(pk=qualification.pk)
         if not locked.accepts_trials:
@@ -553,11 +616,16 @@ def trial_upload_process(job: Job, reporter: JobReporter) -> None:
             for row in parsed.rows
         ]
         try:
-            Trial.objects.bulk_create(trials, batch_size=2000)
+            for start in range(0, len(trials), TRIAL_INSERT_BATCH):
+                batch = trials[start : start + TRIAL_INSERT_BATCH]
+                Trial.objects.bulk_create(batch, batch_size=TRIAL_INSERT_BATCH)
+                progress.report(start + len(batch))
         except IntegrityError as exc:
+            # Checked against the database before this transaction, so a unique-cell clash
+            # here means a concurrent batch committed the same trials in between.
             raise InputError(
-                f"{name}: another batch recorded some of these trials at the same time; "
-                "nothing was saved. Upload it again to see which."
+                f"{upload.original_name}: another batch recorded some of these trials at the "
+                "same time; nothing was saved. Upload it again to see which."
             ) from exc
         Qualification.objects.filter(pk=qualification.pk).update(data_version=F("data_version") + 1)
         TrialUpload.objects.filter(pk=upload.pk).update(
@@ -796,6 +864,36 @@ def analysis_request(*, qualification: Qualification, actor=None) -> Job | None:
     return job
 
 
+class AnalysisPending(Conflict):
+    """The analysis of the current trials is not cached yet; `job` is computing it."""
+
+    default_code = "analysis_pending"
+
+    def __init__(self, *, qualification: Qualification, job: Job):
+        self.qualification, self.job = qualification, job
+        super().__init__(
+            f"The analysis of {qualification.name} (trial version {qualification.data_version}) "
+            f"is not ready: job #{job.pk} is computing it. Try again when it has finished."
+        )
+
+
+def analysis_get_or_request(
+    *, qualification: Qualification, actor=None
+) -> tuple[QualificationAnalysis | None, Job | None]:
+    """The cached analysis of the current trials, or the job computing it (queued if need be).
+
+    Requests never compute an analysis themselves: it runs as a job (METHODS' bootstrap takes
+    seconds), so a cache miss answers with the job to wait for.
+    """
+    analysis = selectors.analysis_current(qualification=qualification)
+    if analysis is not None:
+        return analysis, None
+    job = analysis_request(qualification=qualification, actor=actor)
+    if job is None:  # cached between the two reads
+        return selectors.analysis_current(qualification=qualification), None
+    return None, job
+
+
 def qualification_analysis_run(job: Job, reporter: JobReporter) -> None:
     qualification = Qualification.objects.filter(
         pk=job.params["qualification_id"], workspace=job.workspace
@@ -947,7 +1045,12 @@ def operating_limit_propose(
     use_stage_template: bool = False,
 ) -> OperatingLimit:
     """A proposed limit from a qualification's analysis: its proposed production limit as the
-    maximum context, a quarter of it held in reserve, and the numbers that justify it."""
+    maximum context, a quarter of it held in reserve, and the numbers that justify it.
+
+    Needs the cached analysis of the current trials; without it, the analysis is queued and
+    AnalysisPending (409) names the job.
+    """
+    qualification.refresh_from_db()
     if qualification.status == QualificationStatus.SUPERSEDED:
         successor = getattr(qualification, "superseded_by", None)
         raise Conflict(
@@ -955,7 +1058,9 @@ def operating_limit_propose(
             + (f" by #{successor.pk} {successor.name}" if successor else "")
             + "; propose limits from the latest qualification."
         )
-    analysis = qualification_analyse(qualification=qualification)
+    analysis, job = analysis_get_or_request(qualification=qualification, actor=actor)
+    if analysis is None:
+        raise AnalysisPending(qualification=qualification, job=job)
     result = analysis.result
     values = dict(values or {})
     proposed = result["proposed_limit_tokens"]

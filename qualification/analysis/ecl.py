@@ -140,6 +140,9 @@ def ecl_bootstrap(
     )
 
 
+GEE_FAR_LOG2 = 64.0  # crossings beyond 2^64 tokens are reported as "never", not computed
+
+
 @dataclass(frozen=True)
 class GeeCrossCheck:
     """Logistic GEE on log2(tokens): an interpolating smoother, never the headline ECL."""
@@ -197,10 +200,20 @@ def gee_crosscheck(
         )
     logit_theta = math.log(theta / (1 - theta))
     log2_star = (logit_theta - b0) / b1 + centre
+    if log2_star > GEE_FAR_LOG2:
+        # A nearly flat fit crosses θ absurdly far out (2**x overflows a float past x ≈ 1024).
+        return GeeCrossCheck(
+            **{
+                **empty.__dict__,
+                "logit_slope_per_doubling": b1,
+                "note": "the fitted decline is too shallow to cross θ below 2^64 tokens",
+            }
+        )
     gradient = np.array([-1 / b1, -(logit_theta - b0) / b1**2])
     se = math.sqrt(max(float(gradient @ cov @ gradient), 0.0))
     z = float(norm.ppf(0.5 + confidence / 2))
-    estimate, low, high = 2**log2_star, 2 ** (log2_star - z * se), 2 ** (log2_star + z * se)
+    estimate = 2**log2_star
+    low, high = 2 ** (log2_star - z * se), 2 ** min(log2_star + z * se, GEE_FAR_LOG2)
     uncapped = float(estimate)
     capped = False
     note = "logistic GEE, exchangeable within task, delta-method interval"

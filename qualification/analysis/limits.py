@@ -10,14 +10,19 @@ from qualification.analysis.refusals import format_tokens
 
 CONSEQUENCES = ("low", "medium", "high")
 
-# consequence → (margin factor, confidence, binomial interval method). Our rule, not the
-# literature's: cheap retries and deterministic checks may run close to the knee; costly
+# consequence → margin factor, the limit rule's confidence (the lower ECL it starts from),
+# per-stratum one-sided α and binomial interval method. The margin and confidence are our rule,
+# not the literature's: cheap retries and deterministic checks may run close to the knee; costly
 # failure with weak verification keeps one doubling of distance at 99% with exact intervals.
+# α is METHODS.md §7's per-stratum default: .05, or .01 for high consequence. The low
+# consequence's 90% is the limit rule's confidence only; it never loosens the stratum tests.
 CONSEQUENCE_DEFAULTS = {
-    "low": {"margin_factor": 1.0, "confidence": 0.90, "interval_method": "wilson"},
-    "medium": {"margin_factor": 0.75, "confidence": 0.95, "interval_method": "wilson"},
-    "high": {"margin_factor": 0.5, "confidence": 0.99, "interval_method": "beta"},
-}
+    "low": {"margin_factor": 1.0, "confidence": 0.90, "alpha": 0.05, "interval_method": "wilson"},
+    "medium": {
+        "margin_factor": 0.75, "confidence": 0.95, "alpha": 0.05, "interval_method": "wilson",
+    },
+    "high": {"margin_factor": 0.5, "confidence": 0.99, "alpha": 0.01, "interval_method": "beta"},
+}  # fmt: skip
 
 MARGIN_REASONS = {
     "low": "low consequence (cheap retries, deterministic verification): no margin below "

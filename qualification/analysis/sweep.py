@@ -37,6 +37,9 @@ from qualification.analysis.refusals import (
 from qualification.analysis.saturation import saturation_point
 
 OVERALL = "overall"
+# METHODS.md §7: R < 3 repeats per stratum is refused; an override may raise min_repeats, never
+# lower it below this.
+MIN_REPEATS_FLOOR = 3
 COLUMNS = [
     "family", "task", "stratum", "repeat", "task_correct", "retrieval_correct",
     "input_tokens", "output_tokens", "model_calls", "tool_calls", "cost", "latency_ms",
@@ -49,9 +52,9 @@ class AnalysisParams:
 
     threshold: float
     consequence: str = "medium"
-    alpha: float = 0.05  # one-sided, for per-stratum bounds and the fixed-sequence tests
+    alpha: float = 0.05  # one-sided, per stratum and for the fixed-sequence tests (.01 if high)
     interval_method: str = "wilson"
-    min_repeats: int = 3
+    min_repeats: int = MIN_REPEATS_FLOOR
     bootstrap_replicates: int = 2000
     bootstrap_seed: int = 20250101
     lower_ecl_confidence: float = 0.95  # the consequence's confidence, used by the limit rule
@@ -78,7 +81,7 @@ class AnalysisParams:
         params = cls(
             threshold=threshold,
             consequence=consequence,
-            alpha=round(1 - preset["confidence"], 10),
+            alpha=preset["alpha"],
             interval_method=preset["interval_method"],
             lower_ecl_confidence=preset["confidence"],
             margin_factor=preset["margin_factor"],
@@ -106,8 +109,17 @@ class AnalysisParams:
             bad("alpha", "must be between 0 and 0.5 (one-sided)")
         if self.interval_method not in BINOMIAL_METHODS:
             bad("interval_method", f"must be one of {', '.join(BINOMIAL_METHODS)}")
-        if not isinstance(self.min_repeats, int) or self.min_repeats < 1:
-            bad("min_repeats", "must be a positive integer")
+        if (
+            not isinstance(self.min_repeats, int)
+            or isinstance(self.min_repeats, bool)
+            or self.min_repeats < MIN_REPEATS_FLOOR
+        ):
+            bad(
+                "min_repeats",
+                f"must be a whole number of at least {MIN_REPEATS_FLOOR}: with fewer repeats "
+                "reliability across repeats cannot be estimated, so the sweep must be refused "
+                "(METHODS.md §7)",
+            )
         if (
             not isinstance(self.bootstrap_replicates, int)
             or not 200 <= self.bootstrap_replicates <= 20000
@@ -552,6 +564,7 @@ def analyse_sweep(
 
 
 __all__ = [
+    "MIN_REPEATS_FLOOR",
     "OVERALL",
     "RULE_MIN_REPEATS",
     "RULE_MIN_TASKS",

@@ -2,6 +2,7 @@
 
 from rest_framework import serializers
 
+from governance.api.serializers import JobSerializer
 from qualification import selectors
 from qualification.analysis.limits import RESERVE_ACTIONS
 from qualification.models import (
@@ -231,6 +232,19 @@ class ResultsSerializer(serializers.Serializer):
     proposal = serializers.DictField()
     strata = serializers.ListField(child=serializers.IntegerField())
     params = serializers.DictField(help_text="Every parameter the analysis used.")
+
+
+class AnalysisPendingSerializer(serializers.Serializer):
+    """202 from results (or 409 from a proposal) while the analysis job runs."""
+
+    qualification = serializers.IntegerField()
+    data_version = serializers.IntegerField(help_text="The trial version being analysed.")
+    status = serializers.ChoiceField(choices=["pending"])
+    detail = serializers.CharField()
+    job = JobSerializer(help_text="Poll it at `job.url`; ask for the results again when it ends.")
+    code = serializers.CharField(
+        required=False, help_text="`analysis_pending`, on the 409 from a proposal only."
+    )
 
 
 # --- operating limits ------------------------------------------------------------------

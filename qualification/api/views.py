@@ -248,14 +248,22 @@ class QualificationViewSet(WorkspaceViewSet):
             "P(ECL ≥ L) and the 95% lower ECL from the task bootstrap; knee (paired-drop "
             "test), saturation, hinge/Kneedle/GEE cross-checks; refusals with remedies; the "
             "weakest family and the proposed production limit. Cached per trial version and "
-            "parameters; computed on first request when missing."
+            "parameters. The analysis runs as a job, never inside this request: when the current "
+            "trials have no cached analysis yet, the answer is 202 with `status: pending` and "
+            "the job computing it (queued now if none is); poll the job, then ask again."
         ),
-        responses=serializers.ResultsSerializer,
+        responses={200: serializers.ResultsSerializer, 202: serializers.AnalysisPendingSerializer},
     )
     @action(detail=True, methods=["get"])
     def results(self, request, pk=None):
         qualification = self.get_object()
-        analysis = services.qualification_analyse(qualification=qualification)
+        analysis, job = services.analysis_get_or_request(
+            qualification=qualification, actor=request.user
+        )
+        if analysis is None:
+            return Response(
+                pending_body(qualification, job, request), status=status.HTTP_202_ACCEPTED
+            )
         return Response(
             {
                 "qualification": qualification.pk,
@@ -264,6 +272,18 @@ class QualificationViewSet(WorkspaceViewSet):
                 **analysis.result,
             }
         )
+
+
+def pending_body(qualification, job, request, detail: str = "") -> dict:
+    return {
+        "qualification": qualification.pk,
+        "data_version": qualification.data_version,
+        "status": "pending",
+        "detail": detail
+        or f"Analysing trial version {qualification.data_version} in job #{job.pk}; "
+        "ask again when it has finished.",
+        "job": JobSerializer(job, context={"request": request}).data,
+    }
 
 
 class ConfigurationViewSet(WorkspaceViewSet):
@@ -297,15 +317,29 @@ class OperatingLimitViewSet(WorkspaceViewSet):
     ordering_fields = ["created_at", "approved_at"]
     action_roles = {"approve": Role.REVIEWER}
 
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        if isinstance(exc, services.AnalysisPending):
+            response.data = {
+                **pending_body(exc.qualification, exc.job, self.request, detail=str(exc.detail)),
+                "code": exc.default_code,
+            }
+        return response
+
     @extend_schema(
         summary="Propose a limit from a qualification",
         description="Defaults come from the qualification's analysis: its proposed production "
         "limit as `max_context_tokens` (a limit may be stricter, never looser), a quarter of it "
         "as the reserve and the rest as the maximum initial assembly. `use_stage_template` "
         "starts from seed 004's five stage budgets. If the limit of the same model and "
-        "workload is active, the proposal supersedes it once approved.",
+        "workload is active, the proposal supersedes it once approved. 409 with `code: "
+        "analysis_pending` and the job while the analysis of the current trials is still "
+        "running (it is queued if it was not): propose again when the job has finished.",
         request=serializers.LimitProposeSerializer,
-        responses={201: serializers.OperatingLimitSerializer},
+        responses={
+            201: serializers.OperatingLimitSerializer,
+            409: serializers.AnalysisPendingSerializer,
+        },
         examples=[
             OpenApiExample(
                 "Proposal",

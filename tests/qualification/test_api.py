@@ -5,8 +5,15 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from governance.models import Job
-from qualification.models import AssemblyAudit, Trial
-from tests.qualification.conftest import STRATA, to_csv
+from qualification.analysis.simulate import simulate_sweep
+from qualification.models import (
+    AssemblyAudit,
+    OperatingLimit,
+    Qualification,
+    QualificationAnalysis,
+    Trial,
+)
+from tests.qualification.conftest import FLAT_THEN_DROP, STRATA, to_csv
 
 pytestmark = pytest.mark.django_db
 
@@ -52,6 +59,29 @@ def test_create_errors_name_the_field(api_for):
         "/api/v1/qualifications/", {**CREATE, "model": {"name": "m"}}, format="json"
     )
     assert response.status_code == 400 and "version" in response.json()["model"]
+
+
+@pytest.mark.parametrize("value", [1, 2])
+def test_min_repeats_below_three_is_refused_naming_the_field(api_for, value):
+    client = api_for("editor")
+    response = client.post(
+        "/api/v1/qualifications/",
+        {**CREATE, "analysis_params": {"min_repeats": value}},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith(
+        "min_repeats: must be a whole number of at least 3: with fewer repeats reliability"
+    )
+    assert not Qualification.objects.exists()
+    created = client.post(
+        "/api/v1/qualifications/", {**CREATE, "analysis_params": {"min_repeats": 3}}, format="json"
+    )
+    assert created.status_code == 201 and created.json()["effective_params"]["min_repeats"] == 3
+    url = f"/api/v1/qualifications/{created.json()['id']}/"
+    patched = client.patch(url, {"analysis_params": {"min_repeats": value}}, format="json")
+    assert patched.status_code == 400 and patched.json()["detail"].startswith("min_repeats:")
+    assert Qualification.objects.get().analysis_params == {"min_repeats": 3}
 
 
 def test_viewers_read_but_cannot_write(api_for, api_qualification):
@@ -100,6 +130,113 @@ def test_json_trials_are_saved_at_once_and_results_follow(
     assert stratum["tasks"] == 40 and stratum["repeats"] == 5
     assert stratum["ci"][0] < stratum["accuracy"] < stratum["ci"][1]
     assert "saturation_tokens" in code and results["params"]["threshold"] == 0.85
+
+
+def test_results_of_an_insufficient_sweep_say_which_rule_refused(
+    api_for, api_qualification, run_on_commit
+):
+    # Every task run only twice per stratum: below the 3 repeats METHODS §7 requires.
+    rows = simulate_sweep(FLAT_THEN_DROP, STRATA, tasks=40, repeats=2, seed=3)
+    client = api_for("editor")
+    qid = api_qualification["id"]
+    with run_on_commit():
+        saved = client.post(f"/api/v1/qualifications/{qid}/trials/", jsonable(rows), format="json")
+    assert saved.status_code == 201 and saved.json()["trials_saved"] == 800
+
+    response = client.get(f"/api/v1/qualifications/{qid}/results/")
+    assert response.status_code == 200
+    results = response.json()
+    assert results["status"] == "insufficient"
+    assert [(r["rule"], r["family"]) for r in results["reasons"]] == [
+        ("min_repeats", "code_change"),
+        ("min_repeats", "retrieval"),
+    ]
+    reason = results["reasons"][0]
+    assert reason["strata"] == STRATA and len(reason["tasks"]) == 40
+    assert reason["message"].startswith(
+        "Strata with fewer than 3 repeats per task in code_change: 8K: 40 tasks (fewest 2)"
+    )
+    assert reason["remedy"].startswith("Run at least 3 independent repeats (5 preferred)")
+    for family in results["families"]:
+        assert (family["ecl_tokens"], family["ecl_status"]) == (None, "refused")
+        assert family["ecl_lower95_tokens"] is None
+        assert [s["repeats"] for s in family["strata"]] == [2] * 5  # curves are still reported
+    assert results["weakest_family"] is None and results["proposed_limit_tokens"] is None
+    assert results["proposal"]["reason"] == (
+        "No limit: the ECL of code_change, retrieval was refused, so the weakest family is "
+        "unknown. Fix the data the refusal names."
+    )
+    proposal = client.post("/api/v1/operating-limits/", {"qualification": qid}, format="json")
+    assert proposal.status_code == 409 and "proposes no limit" in proposal.json()["detail"]
+
+
+def _partial_upload(client, qid, rows):
+    """Trials sent as partial queue no analysis: the next read finds the cache empty."""
+    response = client.post(
+        f"/api/v1/qualifications/{qid}/trials/?partial=true", jsonable(rows), format="json"
+    )
+    assert response.status_code == 201, response.json()
+
+
+def test_results_cache_miss_answers_202_with_the_queued_job(
+    api_for, api_qualification, planted_rows, run_on_commit
+):
+    client = api_for("viewer")  # reading results may queue their computation
+    qid = api_qualification["id"]
+    _partial_upload(api_for("editor"), qid, planted_rows)
+    url = f"/api/v1/qualifications/{qid}/results/"
+    with run_on_commit():  # the queued job runs when this block commits, after the responses
+        pending = client.get(url)
+        assert pending.status_code == 202
+        body = pending.json()
+        assert (body["qualification"], body["data_version"], body["status"]) == (
+            qid,
+            1,
+            "pending",
+        )
+        assert (body["job"]["kind"], body["job"]["status"]) == ("qualification_analysis", "queued")
+        assert body["job"]["url"].endswith(f"/api/v1/jobs/{body['job']['id']}/")
+        assert not QualificationAnalysis.objects.exists()  # nothing computed in the request
+        again = client.get(url)
+        assert again.status_code == 202 and again.json()["job"]["id"] == body["job"]["id"]
+    assert Job.objects.filter(kind="qualification_analysis").count() == 1
+    job = Job.objects.get(pk=body["job"]["id"])
+    assert job.status == "succeeded" and job.params == {"qualification_id": qid, "data_version": 1}
+    done = client.get(url)
+    assert done.status_code == 200
+    results = done.json()
+    assert (results["data_version"], results["status"], results["proposed_limit_tokens"]) == (
+        1,
+        "ok",
+        16000,
+    )
+    assert QualificationAnalysis.objects.get().job_id == job.pk
+
+
+def test_proposal_on_a_cache_miss_is_409_with_the_job_then_succeeds(
+    api_for, api_qualification, planted_rows, run_on_commit
+):
+    editor = api_for("editor")
+    qid = api_qualification["id"]
+    _partial_upload(editor, qid, planted_rows)
+    with run_on_commit():
+        response = editor.post("/api/v1/operating-limits/", {"qualification": qid}, format="json")
+        assert response.status_code == 409
+        body = response.json()
+        assert (body["code"], body["status"], body["data_version"]) == (
+            "analysis_pending",
+            "pending",
+            1,
+        )
+        assert body["detail"] == (
+            f"The analysis of API sweep (trial version 1) is not ready: job #{body['job']['id']} "
+            "is computing it. Try again when it has finished."
+        )
+        assert body["job"]["kind"] == "qualification_analysis"
+        assert not QualificationAnalysis.objects.exists() and not OperatingLimit.objects.exists()
+    created = editor.post("/api/v1/operating-limits/", {"qualification": qid}, format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["max_context_tokens"] == 16000
 
 
 def test_bad_json_trials_are_400_with_positions_and_nothing_saved(

@@ -17,8 +17,11 @@ from qualification.analysis.ecl import (
 )
 from qualification.analysis.knee import hinge_fit, kneedle_crosscheck, paired_drop_knee
 from qualification.analysis.saturation import saturation_point
+from qualification.analysis.simulate import analysis_rows, simulate_sweep
+from qualification.analysis.sweep import trials_frame
 
 SIX = [8000, 16000, 32000, 64000, 128000, 256000]
+FIVE = SIX[:5]
 
 
 def test_fixed_sequence_stops_at_the_first_failure():
@@ -169,3 +172,21 @@ def test_gee_crosscheck_refuses_separated_data():
         np.ones(40), np.log2(np.repeat([8000, 16000], 20)), np.arange(40) % 10, theta=0.85
     )
     assert check.tokens is None and "separates" in check.note
+
+
+def test_gee_crosscheck_on_a_flat_curve_reports_no_crossing_instead_of_overflowing():
+    # Planted flat at .97 (4 repeats): the fitted slope is −1e-16, i.e. 0 up to rounding, which
+    # put the θ crossing at 2**(10**16) tokens and raised OverflowError inside the analysis job.
+    frame = trials_frame(
+        analysis_rows(simulate_sweep({"r": [0.97] * 5}, FIVE, tasks=40, repeats=4))
+    ).sort_values(["task", "stratum", "repeat"])
+    check = gee_crosscheck(
+        frame["task_correct"].to_numpy(dtype=float),
+        np.log2(frame["stratum"].to_numpy(dtype=float)),
+        frame["task"].to_numpy(),
+        theta=0.85,
+        cap_tokens=128000,
+    )
+    assert (check.tokens, check.low, check.high, check.uncapped_tokens) == (None,) * 4
+    assert -1e-9 < check.logit_slope_per_doubling < 0
+    assert check.note == "the fitted decline is too shallow to cross θ below 2^64 tokens"

@@ -11,8 +11,9 @@ from django.test import Client
 from governance.models import Job
 from governance.services import job_run
 from qualification import services
+from qualification.analysis.simulate import simulate_sweep
 from qualification.models import AssemblyAudit, OperatingLimit, Qualification
-from tests.qualification.conftest import to_csv
+from tests.qualification.conftest import STRATA, to_csv
 
 pytestmark = pytest.mark.django_db
 
@@ -58,6 +59,26 @@ def test_create_form_validates_inline_and_creates(client_for, workspace):
     ]  # fmt: skip
     prefilled = client.get(f"{BASE}/sweeps/new/?supersedes={qualification.pk}").content.decode()
     assert 'value="Form sweep (requalification)"' in prefilled
+
+
+def test_min_repeats_below_three_is_an_inline_error_on_the_parameters(client_for):
+    form = {
+        "name": "Thin sweep", "model_name": "m", "model_version": "1", "decoding": "{}",
+        "workload_name": "w", "workload_version": "1", "families": ["retrieval"],
+        "strata": "8k, 16k", "threshold": "0.85", "consequence": "low",
+        "analysis_params": '{"min_repeats": 1}',
+    }  # fmt: skip
+    response = client_for("editor").post(f"{BASE}/sweeps/new/", form)
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    assert list(errors) == ["analysis_params"]
+    assert errors["analysis_params"][0].startswith(
+        "min_repeats: must be a whole number of at least 3"
+    )
+    assert '<p class="error" role="alert">min_repeats: must be a whole number of at least 3' in (
+        response.content.decode()
+    )
+    assert not Qualification.objects.exists()
 
 
 def test_viewers_cannot_create_or_upload(client_for, make_qualification):
@@ -271,3 +292,92 @@ def test_trial_list_filters_and_lock(client_for, loaded_qualification):
     assert loaded_qualification.status == "locked" and loaded_qualification.locked_at
     detail = editor.get(f"{BASE}/sweeps/{loaded_qualification.pk}/").content.decode()
     assert "takes no more trials" in detail and "Upload trials</button>" not in detail
+
+
+def test_requalification_page_states_the_shift_in_ecl_and_knee(
+    client_for, loaded_qualification, make_qualification, members, run_on_commit
+):
+    newer = make_qualification(
+        name="Sweep B", configuration={"decoding": {"temperature": 0}, "harness_version": "h2"},
+        supersedes=loaded_qualification,
+    )  # fmt: skip
+    # code_change now declines one stratum earlier: ECL and knee move from 32K to 16K.
+    rows = simulate_sweep(
+        {"retrieval": [0.97, 0.97, 0.97, 0.96, 0.95], "code_change": [0.97, 0.97, 0.72, 0.5, 0.4]},
+        STRATA, tasks=40, repeats=5, seed=3,
+    )  # fmt: skip
+    with run_on_commit():
+        upload = services.trial_batch_submit(
+            qualification=newer, content=to_csv(rows), filename="b.csv",
+            actor=members["editor"], run_now=True,
+        )  # fmt: skip
+    assert upload.status == "loaded"
+    page = client_for("viewer").get(f"{BASE}/sweeps/{newer.pk}/").content.decode()
+    assert f"Requalification: what moved since #{loaded_qualification.pk}" in page
+    assert (
+        "<tr><td>code_change</td><td>32K → <strong>16K</strong></td><td>−1 doubling</td>"
+        "<td>32K → 16K</td><td>32K → <strong>16K</strong></td><td>−1 doubling</td></tr>"
+    ) in page
+    assert (
+        "<tr><td>retrieval</td><td>≥ 128K (largest tested) → <strong>≥ 128K (largest tested)"
+        "</strong></td><td>no change</td><td>128K → 128K</td><td>– → <strong>–</strong></td>"
+        "<td>–</td></tr>"
+    ) in page
+    assert "Grey dashed curves: superseded qualification" in page
+    old_page = client_for("viewer").get(f"{BASE}/sweeps/{loaded_qualification.pk}/").content
+    assert f'Superseded by <a href="{BASE}/sweeps/{newer.pk}/">#{newer.pk} Sweep B</a>' in (
+        old_page.decode()
+    )
+
+
+def test_requalification_due_badge_on_the_limit_list_and_page(
+    client_for, loaded_qualification, make_qualification, members
+):
+    limit = services.operating_limit_propose(
+        qualification=loaded_qualification, actor=members["editor"]
+    )
+    services.operating_limit_approve(
+        limit=limit, reviewer=members["reviewer"], membership=members["reviewer"].memberships.get()
+    )
+    viewer = client_for("viewer")
+    before = viewer.get(f"{BASE}/limits/").content.decode()
+    assert (
+        "requalification due" not in before and '<span class="muted small">current</span>' in before
+    )
+    newer = make_qualification(
+        name="Sweep B", configuration={"decoding": {"temperature": 0}, "harness_version": "h2"},
+        supersedes=loaded_qualification,
+    )  # fmt: skip
+    listing = viewer.get(f"{BASE}/limits/").content.decode()
+    assert (
+        '<span class="badge status-over" title="The latest qualification (Sweep B) ran under a '
+        'different configuration">requalification due</span>'
+    ) in listing
+    detail = viewer.get(f"{BASE}/limits/{limit.pk}/").content.decode()
+    assert "<strong>Requalification due.</strong>" in detail
+    assert f'href="{BASE}/sweeps/{newer.pk}/">#{newer.pk} Sweep B</a>' in detail
+    assert "<li><code>harness_version</code>: h1 → h2</li>" in detail
+    assert "Propose a new limit from the requalification once it is analysed." in detail
+
+
+def test_proposing_on_a_cache_miss_queues_the_analysis_and_says_so(
+    client_for, loaded_qualification
+):
+    Qualification.objects.filter(pk=loaded_qualification.pk).update(data_version=2)
+    form = {
+        "name": "Agents", "max_context_tokens": "16000", "reserve_tokens": "4000",
+        "max_initial_assembly_tokens": "12000", "reserve_action": "escalate", "rationale": "r",
+        "sources-TOTAL_FORMS": "0", "sources-INITIAL_FORMS": "0",
+        "stages-TOTAL_FORMS": "0", "stages-INITIAL_FORMS": "0",
+    }  # fmt: skip
+    response = client_for("editor").post(
+        f"{BASE}/sweeps/{loaded_qualification.pk}/propose-limit/", form
+    )
+    assert response.status_code == 400
+    job = Job.objects.get(kind="qualification_analysis", params__data_version=2)
+    assert job.status == "queued"
+    assert (
+        f"The analysis of Sweep A (trial version 2) is not ready: job #{job.pk} is computing it."
+        in response.content.decode()
+    )
+    assert not OperatingLimit.objects.exists()

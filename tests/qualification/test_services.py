@@ -3,6 +3,7 @@ analysis cache, limits and their review, requalification, and budget checks."""
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.db import connection
 
 from governance.api.exceptions import Conflict
 from governance.models import AuditEvent, Job, JobStatus, Membership
@@ -15,6 +16,7 @@ from qualification.models import (
     OperatingLimit,
     Qualification,
     QualificationAnalysis,
+    Task,
     Trial,
     TrialUpload,
 )
@@ -189,6 +191,81 @@ def test_bad_uploads_fail_with_line_numbers_and_save_nothing(
     assert AuditEvent.objects.filter(
         action="trial_upload.reject", object_id=str(upload.pk)
     ).exists()
+    upload.job.refresh_from_db()  # progress counts rows saved: none
+    assert (upload.job.progress_done, upload.job.progress_total) == (0, len(rows))
+
+
+def test_upload_progress_counts_rows_saved_batch_by_batch(
+    make_qualification, planted_rows, members, monkeypatch
+):
+    if connection.vendor == "postgresql":
+        pytest.skip("test_concurrency reads the progress from a second PostgreSQL connection")
+    monkeypatch.setattr(services, "TRIAL_INSERT_BATCH", 500)
+    seen = []
+    report = services._SavedRowsProgress.report
+
+    def watched(self, done):
+        job = Job.objects.filter(pk=self.reporter.job.pk)
+        before = job.values_list("progress_done", flat=True).get()
+        report(self, done)
+        seen.append(
+            (before, Trial.objects.count(), job.values_list("progress_done", flat=True).get())
+        )
+
+    monkeypatch.setattr(services._SavedRowsProgress, "report", watched)
+    upload = submit(make_qualification(), planted_rows, members["editor"], partial=True)
+    assert upload.status == "loaded"
+    # (job's progress before the batch, rows written, job's progress after): it never runs
+    # ahead of the rows written, and showed 0 — not 2,000 — when the insert began.
+    assert seen == [(0, 500, 500), (500, 1000, 1000), (1000, 1500, 1500), (1500, 2000, 2000)]
+    upload.job.refresh_from_db()
+    assert (upload.job.progress_done, upload.job.progress_total, upload.job.progress_unit) == (
+        2000,
+        2000,
+        "rows saved",
+    )
+
+
+def test_a_batch_that_loses_a_race_saves_nothing_and_is_rejected(
+    loaded_qualification, planted_rows, members, monkeypatch
+):
+    # Checked before the first batch committed, it found no stored duplicates (the real race
+    # runs on PostgreSQL in test_concurrency); the unique cell constraint catches it on insert.
+    check = services._check_against_database
+    monkeypatch.setattr(
+        services,
+        "_check_against_database",
+        lambda qualification, parsed, *, partial: {
+            **check(qualification, parsed, partial=partial),
+            "errors": [],
+        },
+    )
+    fresh = [{**r, "task_id": "retr-new"} for r in planted_rows if r["task_id"] == "retr-001"]
+    assert len(fresh) == 25
+    monkeypatch.setattr(services, "TRIAL_INSERT_BATCH", 25)  # the fresh task's rows go first
+    reported = []
+    report = services._SavedRowsProgress.report
+    monkeypatch.setattr(
+        services._SavedRowsProgress,
+        "report",
+        lambda self, done: (reported.append(done), report(self, done)),
+    )
+    late = submit(loaded_qualification, fresh + planted_rows[:100], members["editor"])
+    assert reported == [25]  # one batch went in before the clash
+    assert late.status == TrialUpload.Status.REJECTED
+    assert late.job.status == JobStatus.FAILED
+    assert late.job.error == (
+        "batch.csv: another batch recorded some of these trials at the same time; nothing was "
+        "saved. Upload it again to see which."
+    )
+    late.job.refresh_from_db()
+    assert late.job.progress_done == 0  # the batch written before the clash was rolled back
+    assert Trial.objects.count() == 2000 and not Trial.objects.filter(upload=late).exists()
+    assert not Task.objects.filter(external_id="retr-new").exists()
+    loaded_qualification.refresh_from_db()
+    assert loaded_qualification.data_version == 1
+    event = AuditEvent.objects.get(action="trial_upload.reject", object_id=str(late.pk))
+    assert event.data == {"reason": late.job.error}
 
 
 def test_duplicates_against_stored_trials_name_the_earlier_upload(

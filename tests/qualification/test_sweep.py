@@ -166,7 +166,9 @@ def test_every_parameter_is_recorded_and_validated():
     )
     recorded = analyse_sweep(frame_for({"r": [0.97] * 5}, tasks=30), params).params
     assert recorded["knee_delta"] == 0.1 and recorded["bootstrap_replicates"] == 500
-    assert recorded["alpha"] == pytest.approx(0.10) and recorded["margin_factor"] == 1.0
+    # Low consequence: the limit rule works at 90%, but each stratum is still tested at α = .05.
+    assert (recorded["alpha"], recorded["lower_ecl_confidence"]) == (0.05, 0.90)
+    assert recorded["margin_factor"] == 1.0
     for key in ("saturation_epsilon", "min_repeats", "kneedle_sensitivity", "bootstrap_seed"):
         assert key in recorded
     with pytest.raises(ValueError, match="unknown parameter 'knee'"):
@@ -177,6 +179,82 @@ def test_every_parameter_is_recorded_and_validated():
         )
     with pytest.raises(ValueError, match="consequence"):
         AnalysisParams.for_qualification(threshold=0.85, consequence="dire")
+
+
+@pytest.mark.parametrize(
+    ("consequence", "expected"),
+    [
+        ("low", (0.05, 0.90, "wilson", 1.0)),
+        ("medium", (0.05, 0.95, "wilson", 0.75)),
+        ("high", (0.01, 0.99, "beta", 0.5)),
+    ],
+)
+def test_consequence_presets_follow_methods_section_7(consequence, expected):
+    # METHODS §7: per-stratum one-sided α = .05 (.01 for high); the consequence's confidence
+    # (90/95/99%) is the limit rule's lower-ECL confidence, not the stratum tests' α.
+    params = AnalysisParams.for_qualification(threshold=0.85, consequence=consequence)
+    assert (
+        params.alpha,
+        params.lower_ecl_confidence,
+        params.interval_method,
+        params.margin_factor,
+    ) == expected
+
+
+def test_low_consequence_tests_strata_at_95_percent_and_needs_16_tasks_for_085():
+    low = AnalysisParams.for_qualification(threshold=0.85, consequence="low")
+    # 15 all-pass tasks: at α = .10 (z² = 1.64) 10 tasks would have sufficed; at α = .05 the
+    # Wilson bound 15/(15 + 1.645²) = .847 < .85, so θ is out of reach (METHODS §2 table).
+    thin = analyse_sweep(frame_for({"r": [1.0] * 5}, tasks=15), low)
+    refusal = thin.families[0].refusals[0]
+    assert thin.status == "insufficient" and refusal.rule == "min_tasks"
+    assert "one-sided 95% Wilson bound" in refusal.message
+    assert "needs at least 16 tasks" in refusal.message and "Add at least 1 task" in refusal.remedy
+    enough = analyse_sweep(frame_for({"r": [1.0] * 5}, tasks=16), low)
+    family_result = enough.families[0]
+    assert enough.status == "ok" and family_result.refusals == []
+    z = 1.6448536269514722  # one-sided 95%
+    assert family_result.strata[0].lower_bound == pytest.approx(16 / (16 + z * z), abs=1e-9)
+    assert family_result.ecl_status == "at_least_largest"
+    assert enough.proposed_limit_tokens == 128000  # ×1.0, at the 90% lower ECL
+
+
+def test_high_consequence_minimum_tasks_use_clopper_pearson_at_99_percent():
+    high = AnalysisParams.for_qualification(threshold=0.85, consequence="high")
+    # All-pass CP lower bound is α^(1/n): 0.01^(1/28) = .848 < .85 ≤ 0.01^(1/29) = .853.
+    refusal = analyse_sweep(frame_for({"r": [1.0] * 5}, tasks=28), high).families[0].refusals[0]
+    assert refusal.rule == "min_tasks" and "needs at least 29 tasks" in refusal.message
+    assert "one-sided 99% Clopper" in refusal.message
+    assert analyse_sweep(frame_for({"r": [1.0] * 5}, tasks=29), high).status == "ok"
+
+
+@pytest.mark.parametrize("value", [0, 1, 2, True, 2.5, "3"])
+def test_min_repeats_cannot_be_lowered_below_three(value):
+    with pytest.raises(ValueError, match=r"^min_repeats: must be a whole number of at least 3"):
+        AnalysisParams.for_qualification(
+            threshold=0.85, consequence="medium", overrides={"min_repeats": value}
+        )
+
+
+def test_a_one_repeat_sweep_is_never_analysed_as_ok():
+    frame = frame_for({"r": [0.97] * 5}, tasks=40, repeats=1)
+    # Parameters built by hand bypass for_qualification; analyse_sweep validates them again.
+    with pytest.raises(ValueError, match="min_repeats"):
+        analyse_sweep(frame, AnalysisParams(threshold=0.85, min_repeats=1))
+    refused = analyse_sweep(frame, PARAMS)
+    assert refused.status == "insufficient" and refused.proposed_limit_tokens is None
+    assert [r.rule for r in refused.reasons] == ["min_repeats"]
+
+
+def test_min_repeats_may_be_raised():
+    stricter = AnalysisParams.for_qualification(
+        threshold=0.85, consequence="medium", overrides={"min_repeats": 5}
+    )
+    result = analyse_sweep(frame_for({"r": [0.97] * 5}, tasks=40, repeats=4), stricter)
+    refusal = result.families[0].refusals[0]
+    assert result.status == "insufficient" and refusal.rule == "min_repeats"
+    assert "fewer than 5 repeats" in refusal.message
+    assert analyse_sweep(frame_for({"r": [0.97] * 5}, tasks=40, repeats=4), PARAMS).status == "ok"
 
 
 def test_results_are_deterministic_for_a_version():
