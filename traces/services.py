@@ -439,6 +439,18 @@ def ingest_paths(
         workspace_bump_data_version(workspace=workspace)
         if refresh_analytics:
             analytics_refresh_queue(workspace=workspace)
+    # One audit row per run, with its totals (not one per file or call).
+    audit_record(
+        workspace=workspace,
+        actor=user,
+        action="trace_ingest.cli",
+        data={
+            "paths": len(paths),
+            "format": fmt,
+            **summary.counts(),
+            "errors": len(summary.errors),
+        },
+    )
     return summary
 
 
@@ -502,18 +514,35 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
         user=user,
         content_type=content_type,
     )
-    if not created or not result.calls:
-        return result
+    if not created:
+        return result  # the same bytes were received before: nothing new is written
     summary = IngestSummary()
-    loader = TraceLoader(workspace=workspace, summary=summary, file_name=upload.original_name)
-    loader.prepare_sessions(list(result.sessions.values()))
-    for record in result.records():
-        loader.feed(record)
-    touched = loader.finish()
-    if touched:
-        Session.objects.filter(pk__in=touched).update(needs_derive=True)
-        workspace_id = workspace.pk
-        transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
+    if result.calls:
+        loader = TraceLoader(workspace=workspace, summary=summary, file_name=upload.original_name)
+        loader.prepare_sessions(list(result.sessions.values()))
+        for record in result.records():
+            loader.feed(record)
+        touched = loader.finish()
+        if touched:
+            Session.objects.filter(pk__in=touched).update(needs_derive=True)
+            workspace_id = workspace.pk
+            transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
+    # One audit row per stored request, with its counts (not one per span or call).
+    audit_record(
+        workspace=workspace,
+        actor=user,
+        action="trace_otlp.receive",
+        obj=upload,
+        data={
+            "bytes": upload.size,
+            "spans": result.spans,
+            "ignored_spans": result.ignored_spans,
+            "rejected_spans": len(result.rejected),
+            "calls": summary.calls,
+            "sessions": summary.sessions,
+            "agents": summary.agents,
+        },
+    )
     return result
 
 
