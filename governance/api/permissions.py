@@ -1,5 +1,6 @@
 """Workspace resolution and role checks for every API view."""
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, permissions
 
@@ -53,8 +54,32 @@ def required_role(view, request) -> int:
     return getattr(view, "write_role", Role.EDITOR)
 
 
+def ensure_detail_object_exists(view) -> None:
+    """On a detail route, 404 unless the object is in the view's (workspace-scoped) queryset.
+
+    Called before answering 403, so that an object of another workspace is "not found"
+    whatever the caller's role, as the view itself would answer once the role allowed it.
+    """
+    get_queryset = getattr(view, "get_queryset", None)
+    kwargs = getattr(view, "kwargs", None) or {}
+    lookup_kwarg = getattr(view, "lookup_url_kwarg", None) or getattr(view, "lookup_field", None)
+    if get_queryset is None or not lookup_kwarg or lookup_kwarg not in kwargs:
+        return
+    field = getattr(view, "lookup_field", None) or lookup_kwarg
+    try:
+        found = get_queryset().filter(**{field: kwargs[lookup_kwarg]}).exists()
+    except (TypeError, ValueError, DjangoValidationError):
+        found = False  # a malformed id names nothing
+    if not found:
+        raise Http404("Not found.")
+
+
 class WorkspaceRolePermission(permissions.BasePermission):
-    """Authenticated, a member of the request's workspace, and in a role high enough."""
+    """Authenticated, a member of the request's workspace, and in a role high enough.
+
+    A caller whose role is too low still gets 404, not 403, for an object that is not in
+    the workspace: a 403 would confirm that the id exists somewhere.
+    """
 
     def has_permission(self, request, view) -> bool:
         if request.user is None or not request.user.is_authenticated:
@@ -62,6 +87,7 @@ class WorkspaceRolePermission(permissions.BasePermission):
         membership = resolve_api_workspace(request)
         needed = required_role(view, request)
         if membership.role < needed:
+            ensure_detail_object_exists(view)
             raise exceptions.PermissionDenied(
                 f"This needs the {Role(needed).label} role; you are {Role(membership.role).label} "
                 f"in {membership.workspace.slug}."

@@ -1,8 +1,19 @@
 """Login on every page, workspace isolation for every role, and role checks on the server."""
 
+import re
+import uuid
+from urllib.parse import quote
+
 import pytest
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver
+from django.urls import URLPattern, URLResolver, get_resolver, resolve
+from django.urls.converters import (
+    IntConverter,
+    PathConverter,
+    SlugConverter,
+    StringConverter,
+    UUIDConverter,
+)
 
 from governance.models import Job, Role
 from governance.services import audit_record, job_create
@@ -10,50 +21,69 @@ from governance.services import audit_record, job_create
 pytestmark = pytest.mark.django_db
 
 
-def iter_page_routes(patterns=None, prefix=""):
-    """Every routed page (not the API, admin or auth), as a path template."""
+def iter_routes(patterns=None, prefix="", converters=None):
+    """Every routed URL as (route template, {parameter: converter}), includes flattened."""
     for entry in patterns if patterns is not None else get_resolver().url_patterns:
         route = prefix + str(entry.pattern)
+        found = {**(converters or {}), **getattr(entry.pattern, "converters", {})}
         if isinstance(entry, URLResolver):
-            yield from iter_page_routes(entry.url_patterns, route)
+            yield from iter_routes(entry.url_patterns, route, found)
         elif isinstance(entry, URLPattern):
-            yield route
+            yield route, found
 
 
-def concrete(route: str, workspace_slug: str) -> str:
-    path = route.replace("<slug:workspace>", workspace_slug)
-    for converter in (
-        "<int:pk>",
-        "<int:id>",
-        "<int:version_pk>",
-        "<int:session_pk>",
-        "<int:agent_pk>",
-        "<int:run_pk>",
-        "<int:call_index>",
-    ):
-        path = path.replace(converter, "999999")
-    path = path.replace("<str:pk>", "abc").replace(
-        "<uuid:pk>", "00000000-0000-0000-0000-000000000000"
-    )
-    path = path.replace("<slug:slug>", "nothing").replace("<str:format>", "json")
-    return "/" + path.lstrip("^").rstrip("$")
+# A sample value for every converter type a route may use.
+SAMPLES = {
+    IntConverter: 1,
+    SlugConverter: "x",
+    StringConverter: "x",
+    PathConverter: "x",
+    UUIDConverter: uuid.UUID("00000000-0000-0000-0000-000000000001"),
+}
+PARAMETER = re.compile(r"<(?:(?P<converter>[^>:]+):)?(?P<name>[^>]+)>")
+
+
+def concrete(route: str, converters: dict, workspace_slug: str) -> str | None:
+    """The route with every parameter filled in, or None for a regex route we cannot fill."""
+    if route.startswith("^") or "(?P" in route:
+        return None
+
+    def fill(match):
+        name = match.group("name")
+        if name == "workspace":
+            return workspace_slug
+        converter = converters[name]
+        return converter.to_url(SAMPLES[type(converter)])
+
+    return "/" + PARAMETER.sub(fill, route)
 
 
 PUBLIC = {"/accounts/login/", "/healthz"}
+NOT_PAGES = ("/api/", "/v1/", "/admin/")
 
 
 def test_every_page_needs_a_login(workspace):
     anonymous = Client()
-    checked = 0
-    for route in iter_page_routes():
-        path = concrete(route, workspace.slug)
-        if path.startswith(("/api/", "/v1/", "/admin/")) or "<" in path or path in PUBLIC:
+    checked, skipped = [], []
+    for route, converters in iter_routes():
+        if ("/" + route).startswith(NOT_PAGES):
             continue
+        path = concrete(route, converters, workspace.slug)
+        if path is None:
+            skipped.append(route)
+            continue
+        if path in PUBLIC:
+            continue
+        # The filled-in path routes to the very pattern it was made from.
+        assert resolve(path).route == route, (route, path)
         response = anonymous.get(path)
         assert response.status_code == 302, (path, response.status_code)
-        assert response["Location"].startswith("/accounts/login/?next="), path
-        checked += 1
-    assert checked >= 8
+        assert response["Location"] == f"/accounts/login/?next={quote(path)}", path
+        checked.append(path)
+    assert skipped == []
+    assert len(checked) >= 100
+    assert f"/w/{workspace.slug}/artifacts/00000000-0000-0000-0000-000000000001/" in checked
+    assert f"/w/{workspace.slug}/annotations/sessions/1/calls/1/part/" in checked
 
 
 def test_login_page_and_healthz_are_public(db):
