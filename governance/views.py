@@ -272,12 +272,16 @@ class TokensView(WorkspaceTemplateView):
         return response
 
 
+CSRF_FAILURE_MESSAGE = (
+    "Your form expired or was sent from another site, so nothing was saved. "
+    "Reload the page and try again."
+)
+
+
 def csrf_failure(request, reason=""):
-    return render(
-        request,
-        "403_csrf.html",
-        {
-            "reason": "Your form expired or was sent from another site. Reload the page and try again."
-        },
-        status=403,
+    """CSRF_FAILURE_VIEW: a clear message; app.js shows it when the request came from htmx."""
+    response = render(
+        request, "governance/csrf_failure.html", {"reason": CSRF_FAILURE_MESSAGE}, status=403
     )
+    response["Cache-Control"] = "no-store"
+    return response

@@ -27,4 +27,53 @@
 
   document.addEventListener("DOMContentLoaded", function () { drawFigures(document); });
   document.addEventListener("htmx:afterSettle", function (event) { drawFigures(event.target); });
+
+  // htmx does not swap 4xx/5xx answers, so without this a failed request looks like nothing
+  // happened. Show the server's own message (an element marked data-error-message, else the
+  // page's heading and first paragraph, or a form's errors), or a plain one for the status.
+  var STATUS_MESSAGES = {
+    0: "The server could not be reached. Check your connection and try again.",
+    400: "Some of what you entered is not valid. Check it and try again.",
+    401: "You are signed out. Reload the page to sign in again.",
+    403: "You are not allowed to do this.",
+    404: "This no longer exists, or it belongs to a workspace you are not a member of.",
+    413: "That is too large to send.",
+    429: "Too many requests. Wait a moment and try again."
+  };
+
+  function messageFrom(xhr) {
+    var text = "";
+    var type = (xhr && xhr.getResponseHeader && xhr.getResponseHeader("Content-Type")) || "";
+    if (xhr && xhr.responseText && type.indexOf("text/html") === 0) {
+      var doc = new DOMParser().parseFromString(xhr.responseText, "text/html");
+      var marked = doc.querySelector("[data-error-message]") || doc.querySelector(".form-errors, .errorlist");
+      var heading = doc.querySelector("main h1, h1");
+      var detail = heading && heading.nextElementSibling;
+      if (marked) text = marked.textContent;
+      else if (heading) text = heading.textContent + (detail ? ": " + detail.textContent : "");
+    }
+    text = text.replace(/\s+/g, " ").trim();
+    if (text) return text;
+    var status = xhr ? xhr.status : 0;
+    return STATUS_MESSAGES[status] ||
+      "Something went wrong (HTTP " + status + "). Try again; if it persists tell your workspace admin.";
+  }
+
+  function showRequestError(text) {
+    var box = document.getElementById("request-error");
+    if (!box) return;
+    box.querySelector(".request-error-text").textContent = text;
+    box.hidden = false;
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    showRequestError(messageFrom(event.detail.xhr));
+  });
+  document.addEventListener("htmx:sendError", function () {
+    showRequestError(STATUS_MESSAGES[0]);
+  });
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest("[data-dismiss-request-error]")) return;
+    document.getElementById("request-error").hidden = true;
+  });
 })();
