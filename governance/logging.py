@@ -17,10 +17,22 @@ def redact(text: str) -> str:
     return text
 
 
+_TRACEBACKS = logging.Formatter()
+
+
 class RedactSecretsFilter(logging.Filter):
+    """Mask secrets in the message, and in the traceback and stack text the record carries."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         cleaned = redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            # Formatters reuse exc_text when it is set, so the masked text is what prints.
+            record.exc_text = _TRACEBACKS.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True

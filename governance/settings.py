@@ -300,21 +300,42 @@ if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
+# Every handler carries the secrets filter. Django's own handlers (DEFAULT_LOGGING's
+# "console" for django.* under DEBUG, "django.server" for runserver) are replaced by
+# naming those loggers here, and Celery workers keep this configuration instead of
+# installing their own handlers (see governance/celery.py).
+_LOG_LEVEL = os.environ.get("GOVERNANCE_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"redact_secrets": {"()": "governance.logging.RedactSecretsFilter"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "plain",
             "filters": ["redact_secrets"],
-        }
+        },
+        "django.server": {
+            "class": "logging.StreamHandler",
+            "formatter": "django.server",
+            "filters": ["redact_secrets"],
+        },
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("GOVERNANCE_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": _LOG_LEVEL},
     "loggers": {
+        "django": {"handlers": ["console"], "level": _LOG_LEVEL, "propagate": False},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
         "django.db.backends": {"level": "WARNING"},
         "celery": {"level": "INFO"},
     },
 }
+# Celery workers must not replace the root logger's handlers (and with them the filter).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
