@@ -1,9 +1,14 @@
 """The cycle model against seed 001's published figures and METHODS.md §6's checked table."""
 
+import json
+
 import numpy as np
 import pytest
 
 from traces.analysis.cycle import (
+    MAX_GROWTH,
+    MAX_PENALTY,
+    MAX_TOKENS,
     CycleInputError,
     CycleParams,
     cost_per_step,
@@ -65,7 +70,7 @@ def test_seed_claims():
     assert floor_threshold(q) == pytest.approx(
         106_748
     )  # "below approximately 110k the cycle fails"
-    assert result.ratios["900000"] == pytest.approx(
+    assert result.ratios[900_000] == pytest.approx(
         2.3, abs=0.02
     )  # "2.3x worse than compacting at 220k"
     # "Compacting 90k early costs 1.79x, 96k late costs 1.10x"
@@ -117,7 +122,70 @@ def test_invalid_parameters_name_the_field(values, field):
     assert error.value.field == field
 
 
-def test_threshold_at_or_below_s_is_refused_and_below_floor_is_infinite():
-    with pytest.raises(CycleInputError, match="must be above S"):
+def test_threshold_at_or_below_s_is_refused():
+    with pytest.raises(CycleInputError, match="must be above S") as error:
         evaluate(params(28), thresholds=[65_588])
-    assert evaluate(params(28), thresholds=[100_000]).ratios["100000"] == float("inf")
+    assert error.value.field == "thresholds"
+
+
+def test_below_floor_threshold_has_no_ratio_and_says_why():
+    # Seed parameters: S = 65,588 < 100,000 < the floor S + P·D = 106,748.
+    result = evaluate(params(28), thresholds=[100_000, 600_000])
+    below, above = result.at_thresholds
+    assert (below.threshold, below.ratio, below.cost_per_step, below.below_floor) == (
+        100_000,
+        None,
+        None,
+        True,
+    )
+    assert below.reason.startswith("below floor: T = 100,000 is at or below S + P·D = 106,748")
+    assert above.below_floor is False and above.reason is None
+    assert above.ratio == pytest.approx(
+        float(cost_per_step(600_000, params(28))) / 221_440, rel=1e-4
+    )
+    data = result.as_dict()
+    assert data["ratios"] == {"100000": None, "600000": round(above.ratio, 4)}
+    json.dumps(data, allow_nan=False)  # no inf or NaN reaches JSON
+    # exactly at the floor the cycle returns no work either
+    assert evaluate(params(28), thresholds=[106_748]).at_thresholds[0].below_floor
+
+
+def test_threshold_keys_are_exact_integer_tokens():
+    q = params(28)
+    result = evaluate(q, thresholds=[1_000_000, 1_234_567, 1_234_568, 1_000_000.0])
+    data = result.as_dict()
+    assert list(data["ratios"]) == ["1000000", "1234567", "1234568"]  # no "1e+06", no collision
+    f_star = optimum(q) + q.growth_per_step
+    for key, ratio in data["ratios"].items():
+        assert ratio == pytest.approx(float(cost_per_step(int(key), q)) / f_star, abs=1e-4)
+    assert result.ratios[1_234_567] < result.ratios[1_234_568]  # f rises above T*: two values
+    assert [row["threshold"] for row in data["at_thresholds"]] == [1_000_000, 1_234_567, 1_234_568]
+
+
+@pytest.mark.parametrize(
+    ("values", "thresholds", "field"),
+    [
+        (dict(penalty_steps=1e308), [], "penalty_steps"),
+        (dict(penalty_steps=MAX_PENALTY + 1), [], "penalty_steps"),
+        (dict(growth_per_step=1e308), [], "growth_per_step"),
+        (dict(growth_per_step=float("nan")), [], "growth_per_step"),
+        (dict(post_compaction=1e12), [], "post_compaction_tokens"),
+        (dict(summary=float("inf")), [], "summary_tokens"),
+        ({}, [1e308], "thresholds"),
+        ({}, [MAX_TOKENS + 1], "thresholds"),
+        ({}, [float("nan")], "thresholds"),
+    ],
+)
+def test_absurd_inputs_are_refused_with_the_field(values, thresholds, field):
+    base = {**SEED, "penalty_steps": 28, **values}
+    with pytest.raises(CycleInputError) as error:
+        evaluate(CycleParams(**base), thresholds=thresholds)
+    assert error.value.field == field
+
+
+def test_largest_accepted_inputs_stay_finite():
+    q = CycleParams(MAX_TOKENS / 2, MAX_GROWTH, MAX_TOKENS, MAX_PENALTY)
+    data = evaluate(q, thresholds=[MAX_TOKENS]).as_dict()
+    json.dumps(data, allow_nan=False)
+    assert data["optimum_threshold"] > data["floor_threshold"] > MAX_TOKENS
+    assert data["ratios"] == {str(MAX_TOKENS): None}  # a 100M threshold is below this floor

@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from traces.analysis.compactions import CompactionColumns, compaction_summary, cycle_parameters
+from traces.analysis.compactions import (
+    CompactionColumns,
+    bootstrap_replicates,
+    bootstrap_rule,
+    compaction_summary,
+    cycle_parameters,
+)
 from traces.analysis.costs import (
     CallColumns,
     cost_curve,
@@ -198,7 +204,20 @@ def test_step_distribution():
     stats = step_distribution(np.array([1] * 90 + [100] * 10), "x")
     assert (stats.median, stats.max, stats.agents, stats.calls) == (1.0, 100, 100, 1090)
     assert stats.top_decile_share == pytest.approx(1000 / 1090)
+    assert stats.p99 == pytest.approx(100.0) and stats.message == ""
     assert step_distribution(np.array([]), "none").median is None
+
+
+def test_steps_below_the_minimum_give_counts_and_no_distribution():
+    few = step_distribution(np.array([5, 40, 7]), "subagents")
+    assert (few.agents, few.calls, few.median, few.p90, few.top_decile_share, few.histogram) == (
+        3, 52, None, None, None, [],
+    )  # fmt: skip
+    assert few.message == "Only 3 agents (fewer than 10): no distribution of steps."
+    twenty = step_distribution(np.arange(1, 21), "main")
+    assert twenty.median == 10.5 and twenty.p90 == pytest.approx(18.1)
+    assert twenty.top_decile_share == pytest.approx((19 + 20) / 210)
+    assert twenty.p99 is None and twenty.message == "p99 needs at least 100 agents."
 
 
 def test_coverage_from_crafted_touches():
@@ -209,10 +228,74 @@ def test_coverage_from_crafted_touches():
     )  # fmt: skip
     distances, repeats = repeat_distances(touches)
     assert sorted(distances.tolist()) == [40_000, 260_000] and repeats == 3
-    result = coverage(touches, grid=[50_000, 300_000], cycle=CycleParams(65_588, 1_470, 4_382, 28))
+    result = coverage(
+        touches, grid=[50_000, 300_000], cycle=CycleParams(65_588, 1_470, 4_382, 28), min_repeats=1
+    )
     assert result.coverage == [pytest.approx(1 / 3), pytest.approx(2 / 3)]
     assert result.asymptote == pytest.approx(2 / 3)
     assert result.best_per_cost in (50_000, 300_000)
     assert coverage(
         TouchColumns(*(np.zeros(0, dtype=np.int64) for _ in range(4)))
     ).message.startswith("No file was touched twice")
+
+
+def test_coverage_needs_thirty_repeat_references():
+    # Two repeats of one path: formerly a full curve with an asymptote of 100%.
+    two = TouchColumns(
+        agent=np.zeros(3, dtype=np.int64), run=np.zeros(3, dtype=np.int64),
+        path=np.ones(3, dtype=np.int64), position=np.array([0, 5_000, 9_000]),
+    )  # fmt: skip
+    result = coverage(two)
+    assert (result.repeats, result.within_run, result.coverage, result.asymptote) == (
+        2,
+        2,
+        [],
+        None,
+    )
+    assert result.best_per_cost is None and result.median_distance is None
+    assert result.message == (
+        "Only 2 repeat references (fewer than 30): coverage and its asymptote cannot be estimated."
+    )
+    # 30 repeats at distances 1k, 2k, … 30k; each of the last 6 follows a compaction (a new
+    # run), so 24 are within a window: a curve is drawn.
+    n = 31
+    enough = TouchColumns(
+        agent=np.zeros(n, dtype=np.int64), run=np.r_[np.zeros(25), np.arange(1, 7)].astype(np.int64),
+        path=np.ones(n, dtype=np.int64), position=np.cumsum(np.arange(n)) * 1_000,
+    )  # fmt: skip
+    result = coverage(enough, grid=[10_000, 100_000])
+    assert result.repeats == 30 and result.within_run == 24
+    assert result.coverage == [pytest.approx(10 / 30), pytest.approx(24 / 30)]
+    assert result.asymptote == pytest.approx(24 / 30) and result.message == ""
+
+
+def test_fraction_preserved_is_summary_over_pre_as_in_the_seed():
+    comp = CompactionColumns(
+        agent=np.zeros(3, dtype=np.int64),
+        after_position=np.full(3, -1, dtype=np.int64),
+        pre=np.array([574_875.0, 400_000.0, np.nan]),
+        post=np.array([65_588.0, 50_000.0, 60_000.0]),
+        summary=np.array([4_382.0, 8_000.0, 5_000.0]),
+        duration_ms=np.array([142_000.0, np.nan, 90_000.0]),
+        task_type=np.array(["building"] * 3, dtype=object),
+    )
+    summary = compaction_summary(comp)
+    # per compaction: 4,382/574,875 = 0.762% and 8,000/400,000 = 2%; the third has no pre
+    assert summary.median_preserved == pytest.approx((4_382 / 574_875 + 0.02) / 2)
+    assert summary.n_preserved == 2
+    assert summary.median_post_share == pytest.approx((65_588 / 574_875 + 0.125) / 2)
+    assert summary.n_post_share == 2
+    one = compaction_summary(comp.subset(np.array([True, False, False])))
+    assert round(one.median_preserved, 3) == 0.008  # the seed's "0.8%"
+    assert round(one.median_post_share, 3) == 0.114
+
+
+def test_replicate_rule_is_reported():
+    assert bootstrap_replicates(1000, 873) == 1000  # the seed's 873 compactions
+    assert bootstrap_replicates(1000, 4_000) == 1000
+    assert bootstrap_replicates(1000, 8_000) == 500
+    assert bootstrap_replicates(1000, 24_897) == 200  # the benchmark: 4M ÷ 24,897 = 160 → 200
+    assert bootstrap_rule() == (
+        "1,000 replicates up to 4,000 compactions, then 4,000,000 ÷ compactions, never under 200; "
+        "D resamples runs with at most 300 replicates, reused in turn"
+    )

@@ -26,6 +26,27 @@ from traces.analysis.cycle import CycleParams, optimum
 MIN_COMPACTIONS = 10
 PENALTY_WINDOW = 25
 UPPER_FROM = 150_000
+# Replicates: BOOTSTRAP, fewer when the (replicates × compactions) resampling matrix would
+# exceed BOOTSTRAP_CELLS, never under BOOTSTRAP_MIN; D resamples whole runs, which is
+# slower, so it draws at most D_BOOTSTRAP replicates and reuses them in turn.
+BOOTSTRAP = 1000
+BOOTSTRAP_CELLS = 4_000_000
+BOOTSTRAP_MIN = 200
+D_BOOTSTRAP = 300
+
+
+def bootstrap_replicates(requested: int, compactions: int) -> int:
+    if not compactions:
+        return requested
+    return int(max(BOOTSTRAP_MIN, min(requested, BOOTSTRAP_CELLS // compactions)))
+
+
+def bootstrap_rule(requested: int = BOOTSTRAP) -> str:
+    return (
+        f"{requested:,} replicates up to {BOOTSTRAP_CELLS // requested:,} compactions, "
+        f"then {BOOTSTRAP_CELLS:,} ÷ compactions, never under {BOOTSTRAP_MIN}; "
+        f"D resamples runs with at most {D_BOOTSTRAP} replicates, reused in turn"
+    )
 
 
 @dataclass
@@ -52,15 +73,23 @@ def _median_or_none(values: np.ndarray) -> float | None:
 
 @dataclass
 class CompactionSummary:
+    """`median_preserved` is seed 001's "fraction of window preserved": per compaction,
+    summary ÷ pre-compaction window (the seed's medians give 4,382 ÷ 574,875 ≈ 0.8%).
+    `median_post_share` is post ÷ pre: what the next call actually carries, the summary
+    plus whatever the harness re-sends (system prompt, tools, re-attached files)."""
+
     count: int
     median_pre: float | None
     median_post: float | None
     median_summary: float | None
     median_preserved: float | None
+    median_post_share: float | None
     median_duration_ms: float | None
     n_pre: int
     n_post: int
     n_summary: int
+    n_preserved: int
+    n_post_share: int
     n_duration: int
     pre: list[float] = field(default_factory=list)
     post: list[float] = field(default_factory=list)
@@ -69,18 +98,28 @@ class CompactionSummary:
         return asdict(self)
 
 
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """Per-compaction ratio; NaN where either side is unknown or the window was empty."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, numerator / denominator, np.nan)
+
+
 def compaction_summary(comp: CompactionColumns) -> CompactionSummary:
-    preserved = comp.post / comp.pre
+    preserved = _ratio(comp.summary, comp.pre)
+    post_share = _ratio(comp.post, comp.pre)
     return CompactionSummary(
         count=len(comp),
         median_pre=_median_or_none(comp.pre),
         median_post=_median_or_none(comp.post),
         median_summary=_median_or_none(comp.summary),
         median_preserved=_median_or_none(preserved),
+        median_post_share=_median_or_none(post_share),
         median_duration_ms=_median_or_none(comp.duration_ms),
         n_pre=int(np.isfinite(comp.pre).sum()),
         n_post=int(np.isfinite(comp.post).sum()),
         n_summary=int(np.isfinite(comp.summary).sum()),
+        n_preserved=int(np.isfinite(preserved).sum()),
+        n_post_share=int(np.isfinite(post_share).sum()),
         n_duration=int(np.isfinite(comp.duration_ms).sum()),
         pre=[float(v) for v in comp.pre if np.isfinite(v)],
         post=[float(v) for v in comp.post if np.isfinite(v)],
@@ -152,6 +191,8 @@ class CycleParameters:
     penalty_optimum_ci: tuple[float, float] | None
     bootstrap: int
     reasons: list[str] = field(default_factory=list)
+    bootstrap_d: int = 0
+    bootstrap_rule: str = ""
     replicates: list[tuple[float, float, float, float]] = field(default_factory=list, repr=False)
 
     @property
@@ -224,7 +265,7 @@ def cycle_parameters(
     *,
     upper_from: int = UPPER_FROM,
     window: int = PENALTY_WINDOW,
-    bootstrap: int = 1000,
+    bootstrap: int = BOOTSTRAP,
     seed: int = 2026,
     min_compactions: int = MIN_COMPACTIONS,
     growth_cols: CallColumns | None = None,
@@ -234,12 +275,12 @@ def cycle_parameters(
     `penalties`, when given, are the precomputed P of each compaction in `comp`.
 
     The bootstrap keeps its resampling matrices near 4M cells: with many compactions it
-    uses fewer replicates (never under 200); the count used is reported."""
+    uses fewer replicates (never under 200); the count used and the rule are reported."""
     rng = np.random.default_rng(seed)
     if penalties is None:
         penalties = penalty_per_compaction(cols, comp, window)
-    if len(comp):
-        bootstrap = int(max(200, min(bootstrap, 4_000_000 // len(comp))))
+    requested = bootstrap
+    bootstrap = bootstrap_replicates(requested, len(comp))
     post, summary = comp.post, comp.summary
     before, growth, runs = step_deltas(growth_cols if growth_cols is not None else cols)
     upper = before >= upper_from
@@ -289,10 +330,11 @@ def cycle_parameters(
             if idx is not None and len(usable_p)
             else np.full(b, np.nan)
         )
+    b_d = min(b, D_BOOTSTRAP)
     d_reps = (
-        _bootstrap_grouped_median(d_values, d_runs, rng, min(b, 300))
+        _bootstrap_grouped_median(d_values, d_runs, rng, b_d)
         if len(d_values)
-        else np.full(min(b, 300), np.nan)
+        else np.full(b_d, np.nan)
     )
     d_reps = np.resize(d_reps, b)
     result = CycleParameters(
@@ -326,6 +368,8 @@ def cycle_parameters(
         penalty_optimum_ci=None,
         bootstrap=b,
         reasons=reasons,
+        bootstrap_d=b_d,
+        bootstrap_rule=bootstrap_rule(requested),
     )
     if result.usable:
         params = result.params()

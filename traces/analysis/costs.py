@@ -248,6 +248,15 @@ def read_amplification(cols: CallColumns, band: int = BAND, min_calls: int = 5) 
     )
 
 
+# A median and p90 need at least 10 agents; a p99 drawn from fewer than 100 is the maximum.
+MIN_AGENTS_STEPS = 10
+MIN_AGENTS_P99 = 100
+
+
+def _agents(n: int) -> str:
+    return f"{n} agent" if n == 1 else f"{n} agents"
+
+
 @dataclass
 class StepStats:
     group: str
@@ -259,22 +268,36 @@ class StepStats:
     max: int | None
     top_decile_share: float | None
     histogram: list[int] = field(default_factory=list)  # calls per agent, for the chart
+    message: str = ""
 
 
-def step_distribution(calls_per_agent: np.ndarray, group: str) -> StepStats:
-    """Calls per agent: median, p90, p99, max, and the share of calls taken by the top 10% of agents."""
+def step_distribution(
+    calls_per_agent: np.ndarray,
+    group: str,
+    min_agents: int = MIN_AGENTS_STEPS,
+    min_agents_p99: int = MIN_AGENTS_P99,
+) -> StepStats:
+    """Calls per agent: median, p90, p99, max, and the share of calls taken by the top 10%
+    of agents; nothing but the counts below `min_agents`, no p99 below `min_agents_p99`."""
     counts = np.sort(np.asarray(calls_per_agent, dtype=np.int64))
-    if len(counts) == 0:
-        return StepStats(group, 0, 0, None, None, None, None, None, [])
+    if len(counts) < min_agents:
+        message = (
+            f"Only {_agents(len(counts))} (fewer than {min_agents}): no distribution of steps."
+            if len(counts)
+            else "No agents in this group."
+        )
+        return StepStats(group, len(counts), int(counts.sum()), None, None, None, None, None, [], message)  # fmt: skip
     top = max(1, math.ceil(len(counts) / 10))
+    enough_for_p99 = len(counts) >= min_agents_p99
     return StepStats(
         group=group,
         agents=len(counts),
         calls=int(counts.sum()),
         median=float(np.median(counts)),
         p90=float(np.percentile(counts, 90)),
-        p99=float(np.percentile(counts, 99)),
+        p99=float(np.percentile(counts, 99)) if enough_for_p99 else None,
         max=int(counts[-1]),
         top_decile_share=float(counts[-top:].sum() / counts.sum()),
         histogram=counts.tolist(),
+        message="" if enough_for_p99 else f"p99 needs at least {min_agents_p99} agents.",
     )

@@ -16,6 +16,10 @@ import numpy as np
 
 from traces.analysis.cycle import CycleParams, cost_per_step
 
+# Below this many repeat references a coverage share moves by ≥ 3 points per reference and
+# the "asymptote" is one or two references: no curve is drawn.
+MIN_REPEATS = 30
+
 DEFAULT_GRID = [
     5_000, 10_000, 20_000, 30_000, 50_000, 75_000, 100_000, 125_000, 150_000, 175_000, 200_000,
     240_000, 300_000, 400_000, 500_000, 600_000, 750_000, 1_000_000,
@@ -65,22 +69,21 @@ def repeat_distances(touches: TouchColumns) -> tuple[np.ndarray, int]:
 
 
 def coverage(
-    touches: TouchColumns, grid: list[int] | None = None, cycle: CycleParams | None = None
+    touches: TouchColumns,
+    grid: list[int] | None = None,
+    cycle: CycleParams | None = None,
+    min_repeats: int = MIN_REPEATS,
 ) -> Coverage:
     grid = grid or DEFAULT_GRID
     distances, repeats = repeat_distances(touches)
-    if repeats == 0:
-        return Coverage(
-            0,
-            0,
-            None,
-            None,
-            grid,
-            [],
-            None,
-            "",
-            "No file was touched twice by the same agent: no repeat references.",
+    if repeats < min_repeats:
+        message = (
+            "No file was touched twice by the same agent: no repeat references."
+            if repeats == 0
+            else f"Only {repeats} repeat reference{'' if repeats == 1 else 's'} (fewer than {min_repeats}): "
+            "coverage and its asymptote cannot be estimated."
         )
+        return Coverage(repeats, len(distances), None, None, grid, [], None, "", message)
     shares = [float((distances <= w).sum() / repeats) for w in grid]
     best, per_cost, method = None, [], "needs measured cycle parameters"
     if cycle is not None:

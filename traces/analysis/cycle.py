@@ -19,6 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 WITHIN = 1.10
+# Upper bounds on the inputs, far beyond any real session (today's largest windows hold
+# 1–2M tokens) and low enough that no intermediate value overflows a float: P²·D stays
+# under 1e18. Each is enforced in `validate` with the field named.
+MAX_TOKENS = 100_000_000  # S, SUMM, any threshold T, a preserved tail
+MAX_GROWTH = 10_000_000  # D, tokens per step
+MAX_PENALTY = 100_000  # P, steps
 
 
 class CycleInputError(ValueError):
@@ -37,16 +43,30 @@ class CycleParams:
     penalty_steps: float  # P
 
     def validate(self) -> None:
-        if not math.isfinite(self.growth_per_step) or self.growth_per_step <= 0:
-            raise CycleInputError("growth_per_step", "D (growth per step) must be greater than 0.")
-        if not math.isfinite(self.penalty_steps) or self.penalty_steps < 0:
-            raise CycleInputError("penalty_steps", "P (penalty steps) must be 0 or more.")
-        if not math.isfinite(self.post_compaction) or self.post_compaction <= 0:
-            raise CycleInputError(
-                "post_compaction_tokens", "S (post-compaction tokens) must be greater than 0."
-            )
-        if not math.isfinite(self.summary) or self.summary < 0:
-            raise CycleInputError("summary_tokens", "SUMM (summary tokens) must be 0 or more.")
+        _check(
+            "growth_per_step",
+            "D (growth per step)",
+            self.growth_per_step,
+            MAX_GROWTH,
+            zero_ok=False,
+        )
+        _check("penalty_steps", "P (penalty steps)", self.penalty_steps, MAX_PENALTY, zero_ok=True)
+        _check(
+            "post_compaction_tokens",
+            "S (post-compaction tokens)",
+            self.post_compaction,
+            MAX_TOKENS,
+            zero_ok=False,
+        )
+        _check("summary_tokens", "SUMM (summary tokens)", self.summary, MAX_TOKENS, zero_ok=True)
+
+
+def _check(field_name: str, label: str, value: float, upper: float, *, zero_ok: bool) -> None:
+    lower = "0 or more" if zero_ok else "greater than 0"
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise CycleInputError(field_name, f"{label} must be {lower}.")
+    if value > upper:
+        raise CycleInputError(field_name, f"{label} must be at most {upper:,}.")
 
 
 def steps_per_cycle(threshold, p: CycleParams):
@@ -88,6 +108,26 @@ def within_region(p: CycleParams, factor: float = WITHIN) -> tuple[float, float]
     return (-b - root) / 2, (-b + root) / 2
 
 
+@dataclass(frozen=True)
+class ThresholdRatio:
+    """f(T) and f(T)/f(T*) at one threshold; both None at or below the floor S + P·D."""
+
+    threshold: int
+    cost_per_step: float | None
+    ratio: float | None
+    below_floor: bool
+    reason: str | None
+
+    def as_dict(self) -> dict:
+        return {
+            "threshold": self.threshold,
+            "cost_per_step": None if self.cost_per_step is None else round(self.cost_per_step, 1),
+            "ratio": None if self.ratio is None else round(self.ratio, 4),
+            "below_floor": self.below_floor,
+            "reason": self.reason,
+        }
+
+
 @dataclass
 class CycleResult:
     params: CycleParams
@@ -96,17 +136,54 @@ class CycleResult:
     within_10pct: tuple[float, float]
     floor_threshold: float
     curve: list[tuple[float, float]]
-    ratios: dict[str, float] = field(default_factory=dict)
+    at_thresholds: list[ThresholdRatio] = field(default_factory=list)
+
+    @property
+    def ratios(self) -> dict[int, float | None]:
+        """f(T)/f(T*) keyed by the exact threshold in tokens (None below the floor)."""
+        return {row.threshold: row.ratio for row in self.at_thresholds}
 
     def as_dict(self) -> dict:
+        # `ratios` keys are the thresholds as exact integers in decimal ("1000000", never
+        # "1e+06"), so two thresholds one token apart never share a key.
         return {
             "optimum_threshold": round(self.optimum_threshold, 1),
             "optimum_cost_per_step": round(self.optimum_cost_per_step, 1),
             "within_10pct": [round(self.within_10pct[0], 1), round(self.within_10pct[1], 1)],
             "floor_threshold": round(self.floor_threshold, 1),
             "curve": [[round(t, 1), round(f, 1)] for t, f in self.curve],
-            "ratios": {k: round(v, 4) for k, v in self.ratios.items()},
+            "ratios": {str(row.threshold): row.as_dict()["ratio"] for row in self.at_thresholds},
+            "at_thresholds": [row.as_dict() for row in self.at_thresholds],
         }
+
+
+def threshold_tokens(threshold: float, p: CycleParams) -> int:
+    """A threshold as whole tokens, refused (naming `thresholds`) unless S < T ≤ MAX_TOKENS."""
+    if not math.isfinite(threshold) or threshold > MAX_TOKENS:
+        raise CycleInputError(
+            "thresholds", f"each threshold must be at most {MAX_TOKENS:,} tokens."
+        )
+    tokens = round(threshold)
+    if tokens <= p.post_compaction:
+        raise CycleInputError(
+            "thresholds", f"threshold {tokens:,} must be above S ({p.post_compaction:,.0f})."
+        )
+    return tokens
+
+
+def ratio_at(threshold: int, p: CycleParams, f_star: float) -> ThresholdRatio:
+    value = float(cost_per_step(threshold, p))
+    if math.isfinite(value):
+        return ThresholdRatio(threshold, value, value / f_star, False, None)
+    floor = floor_threshold(p)
+    return ThresholdRatio(
+        threshold,
+        None,
+        None,
+        True,
+        f"below floor: T = {threshold:,} is at or below S + P·D = {floor:,.0f}, where the "
+        "cycle returns no productive work, so f(T) is undefined.",
+    )
 
 
 def evaluate(
@@ -115,25 +192,20 @@ def evaluate(
     points: int = 200,
     upper: float | None = None,
 ) -> CycleResult:
-    """The curve, its optimum, the within-10% region, the floor, and f(T)/f(T*) at `thresholds`."""
+    """The curve, its optimum, the within-10% region, the floor, and f(T)/f(T*) at
+    `thresholds` (whole tokens, in the order given, duplicates once)."""
     p.validate()
+    tokens = list(dict.fromkeys(threshold_tokens(t, p) for t in thresholds or []))
     t_star = optimum(p)
     f_star = float(cost_per_step(t_star, p))
     low, high = within_region(p)
     floor = floor_threshold(p)
-    top = upper or max(1_000_000.0, high * 1.6, *(thresholds or [0]))
+    top = upper or max(1_000_000.0, high * 1.6, *tokens)
     grid = np.linspace(floor + p.growth_per_step, top, points)
     values = cost_per_step(grid, p)
     curve = [(float(t), float(v)) for t, v in zip(grid, values, strict=True) if math.isfinite(v)]
-    ratios = {}
-    for threshold in thresholds or []:
-        if threshold <= p.post_compaction:
-            raise CycleInputError(
-                "thresholds", f"threshold {threshold:g} must be above S ({p.post_compaction:g})."
-            )
-        value = float(cost_per_step(threshold, p))
-        ratios[f"{threshold:g}"] = value / f_star if math.isfinite(value) else math.inf
-    return CycleResult(p, t_star, f_star, (low, high), floor, curve, ratios)
+    rows = [ratio_at(t, p, f_star) for t in tokens]
+    return CycleResult(p, t_star, f_star, (low, high), floor, curve, rows)
 
 
 def sensitivity(p: CycleParams, penalties: list[float]) -> list[dict]:
@@ -172,6 +244,8 @@ def exchange_rate(p: CycleParams, lower: float, higher: float) -> ExchangeRate:
     divided by the compactions it avoids per 1,000 steps (one per cycle of n steps),
     prices one avoided disruption. With P = 31, 232k → 600k: 139M tokens, 6.1 disruptions,
     about 23M tokens each, as the seed reports."""
+    for threshold in (lower, higher):
+        threshold_tokens(threshold, p)
     f_low, f_high = float(cost_per_step(lower, p)), float(cost_per_step(higher, p))
     if not (math.isfinite(f_low) and math.isfinite(f_high)):
         raise CycleInputError("thresholds", "both thresholds must be above the floor S + P·D.")

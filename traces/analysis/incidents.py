@@ -7,6 +7,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 FORK_BOUND = 100_000
+# With fewer agents, "who spent the tokens" describes individual agents, not a fleet: the
+# per-day chart and the shares are withheld (forked starts are still flagged one by one).
+MIN_AGENTS = 5
 
 
 @dataclass
@@ -33,6 +36,7 @@ class Incidents:
     total_tokens: float
     agents: int
     message: str = ""
+    top_share_note: str = ""
     series: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -46,8 +50,11 @@ def incidents(
     agents: dict[int, AgentRow],
     top_n: int = 10,
     fork_bound: int = FORK_BOUND,
+    min_agents: int = MIN_AGENTS,
 ) -> Incidents:
-    """`agent_ids`, `day` (whole days since the epoch, UTC) and `billed` are per call."""
+    """`agent_ids`, `day` (a label per call, e.g. its UTC date) and `billed` are per call.
+
+    A forked start is a subagent whose first call carries more than `fork_bound` tokens."""
     total = float(billed.sum()) if len(billed) else 0.0
     if total == 0:
         return Incidents(
@@ -62,6 +69,18 @@ def incidents(
         per_agent[int(agent)] = np.bincount(
             day_codes[mask], weights=billed[mask], minlength=len(days)
         )
+    forked = [
+        {**asdict(row), "share": row.tokens / total}
+        for row in sorted(agents.values(), key=lambda r: -r.initial_context)
+        if row.kind != "main" and row.initial_context > fork_bound and row.agent in per_agent
+    ]
+    if len(per_agent) < min_agents:
+        return Incidents(
+            [], [], [], None, None, forked, fork_bound, total, len(per_agent),
+            f"Only {len(per_agent)} agent{'' if len(per_agent) == 1 else 's'} (fewer than {min_agents}): too few to say who "
+            "dominated the spend; tokens per day and the top consumers' and subagents' "
+            "shares are not drawn.",
+        )  # fmt: skip
     ranked = sorted(per_agent, key=lambda a: -per_agent[a].sum())
     top_ids = ranked[:top_n]
     top = []
@@ -79,19 +98,19 @@ def incidents(
     subagent_tokens = sum(
         per_agent[a].sum() for a in per_agent if agents.get(a) and agents[a].kind != "main"
     )
-    forked = [
-        {**asdict(row), "share": row.tokens / total}
-        for row in sorted(agents.values(), key=lambda r: -r.initial_context)
-        if row.kind != "main" and row.initial_context > fork_bound and row.agent in per_agent
-    ]
+    # When every agent is in the top list its share is 100% by construction: not reported.
+    whole = len(per_agent) <= top_n
     return Incidents(
         days=days,
         day_totals=np.bincount(day_codes, weights=billed, minlength=len(days)).tolist(),
         top=top,
-        top_share=sum(t["tokens"] for t in top) / total,
+        top_share=None if whole else sum(t["tokens"] for t in top) / total,
         subagent_share=float(subagent_tokens / total),
         forked=forked,
         fork_bound=fork_bound,
         total_tokens=total,
         agents=len(per_agent),
+        top_share_note=f"all {len(per_agent)} agents are listed, so a top-{top_n} share is 100% by construction"
+        if whole
+        else "",
     )

@@ -99,8 +99,8 @@ def steps(section: dict) -> dict:
     fig = go.Figure()
     for key, color in (("main", PALETTE[0]), ("subagents", PALETTE[1])):
         data = section[key]
-        if not data["agents"]:
-            continue
+        if not data.get("histogram"):
+            continue  # no agents, or too few for a distribution
         values = np.array(data["histogram"])
         edges = np.unique(np.geomspace(1, max(values.max(), 2) + 1, 30).astype(int))
         counts, _ = np.histogram(values, bins=edges)
@@ -118,6 +118,8 @@ def steps(section: dict) -> dict:
             ("p90", data["p90"]),
             ("p99", data["p99"]),
         ):
+            if value is None:
+                continue
             fig.add_vline(
                 x=value,
                 line={"color": color, "dash": "dot", "width": 1},

@@ -2,6 +2,7 @@
 
 from django import forms
 
+from traces.analysis.cycle import MAX_GROWTH, MAX_PENALTY, MAX_TOKENS
 from traces.analysis.task_types import LABELS
 from traces.analytics.selectors import PARAMETER_DEFAULTS, AnalyticsFilters
 from traces.models import Harness
@@ -56,16 +57,29 @@ class AnalyticsFilterForm(forms.Form):
 
 
 class WhatIfForm(forms.Form):
-    post_compaction_tokens = forms.FloatField(min_value=1, label="S: post-compaction context")
-    growth_per_step = forms.FloatField(label="D: growth per step")
-    summary_tokens = forms.FloatField(min_value=0, label="SUMM: summary tokens")
-    penalty_steps = forms.FloatField(min_value=0, label="P: rediscovery penalty (steps)")
-    tail_tokens = forms.FloatField(min_value=0, required=False, label="Preserved tail (tokens)")
-    tail_penalty_steps = forms.FloatField(
-        min_value=0, required=False, label="P with the tail (steps)"
+    # Upper bounds as in the API: beyond them no session exists and floats overflow.
+    post_compaction_tokens = forms.FloatField(
+        min_value=1, max_value=MAX_TOKENS, label="S: post-compaction context"
     )
-    compare_low = forms.FloatField(required=False, min_value=1, label="Exchange rate from T")
-    compare_high = forms.FloatField(required=False, min_value=1, label="to T")
+    growth_per_step = forms.FloatField(max_value=MAX_GROWTH, label="D: growth per step")
+    summary_tokens = forms.FloatField(
+        min_value=0, max_value=MAX_TOKENS, label="SUMM: summary tokens"
+    )
+    penalty_steps = forms.FloatField(
+        min_value=0, max_value=MAX_PENALTY, label="P: rediscovery penalty (steps)"
+    )
+    tail_tokens = forms.FloatField(
+        min_value=0, max_value=MAX_TOKENS, required=False, label="Preserved tail (tokens)"
+    )
+    tail_penalty_steps = forms.FloatField(
+        min_value=0, max_value=MAX_PENALTY, required=False, label="P with the tail (steps)"
+    )
+    compare_low = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_TOKENS, label="Exchange rate from T"
+    )
+    compare_high = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_TOKENS, label="to T"
+    )
 
     def clean_growth_per_step(self):
         value = self.cleaned_data["growth_per_step"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import orjson
@@ -60,7 +61,13 @@ def _where(workspace: Workspace, filters: AnalyticsFilters, alias: str = "c") ->
     params: list = [workspace.pk]
     if filters.started_after:
         clauses.append(f"{alias}.timestamp >= %s")
-        params.append(f"{filters.started_after}T00:00:00+00:00")
+        # SQLite stores naive UTC text ("2026-10-01 08:00:00.1"), compared as strings: the
+        # bound must share that shape ("…T00:00…" sorts after every time of that day).
+        params.append(
+            f"{filters.started_after}T00:00:00+00:00"
+            if connection.vendor == "postgresql"
+            else f"{filters.started_after} 00:00:00"
+        )
     if filters.started_before:
         clauses.append(
             f"{alias}.timestamp < %s::date + 1"
@@ -162,8 +169,30 @@ def load(workspace: Workspace, filters: AnalyticsFilters) -> AnalyticsData:
     call_session = calls["session"].to_numpy(dtype=np.int64)[keep]
     agents = _agents(workspace, np.unique(columns.agent), columns)
     compactions = _compactions(workspace, filters, columns, session_positions[keep], runs)
-    touches = _touches(workspace, filters, np.unique(columns.agent))
+    touches = _touches(workspace, filters, columns.agent, session_positions[keep])
     return AnalyticsData(columns, call_session, task_types[keep], agents, compactions, touches)
+
+
+def _call_level(filters: AnalyticsFilters) -> bool:
+    """Filters that select calls within an agent (harness and project select whole sessions)."""
+    return bool(
+        filters.started_after or filters.started_before or filters.model or filters.task_type
+    )
+
+
+def _date_bounds(filters: AnalyticsFilters) -> tuple[float, float]:
+    """[from, to) in seconds since the epoch, UTC dates as for calls; open ends are ±inf."""
+    low, high = -np.inf, np.inf
+    if filters.started_after:
+        low = datetime.fromisoformat(filters.started_after).replace(tzinfo=UTC).timestamp()
+    if filters.started_before:
+        day = datetime.fromisoformat(filters.started_before).replace(tzinfo=UTC)
+        high = (day + timedelta(days=1)).timestamp()
+    return low, high
+
+
+def _call_keys(agent: np.ndarray, session_position: np.ndarray) -> np.ndarray:
+    return agent.astype(np.int64) * (1 << 32) + session_position.astype(np.int64)
 
 
 def _runs_for_calls(
@@ -228,11 +257,15 @@ def _compactions(
     session_positions: np.ndarray,
     runs: pd.DataFrame,
 ) -> CompactionColumns:
+    """Full compactions under the same filters as the calls: the agent has a selected call
+    (harness, project, model), the compaction's own time is in the date range, and the run
+    it ended is of the selected task type."""
     frame = _frame(
-        "SELECT k.id, k.agent_id, k.after_call_index, k.pre_tokens, k.post_tokens, k.summary_tokens, k.duration_ms "
+        "SELECT k.id, k.agent_id, k.before_call_index, k.after_call_index, k.pre_tokens, k.post_tokens, "
+        f"k.summary_tokens, k.duration_ms, {_epoch_sql('k.timestamp')} "
         "FROM traces_compaction k WHERE k.workspace_id = %s AND k.kind = 'full'",
         [workspace.pk],
-        ["id", "agent", "after", "pre", "post", "summary", "duration"],
+        ["id", "agent", "before", "after", "pre", "post", "summary", "duration", "timestamp"],
     )
     agents = set(np.unique(columns.agent).tolist())
     frame = frame[frame["agent"].isin(agents)]
@@ -250,15 +283,7 @@ def _compactions(
         ],
         dtype=np.int64,
     )
-    before_type: dict = {}
-    if len(runs):
-        ordered = runs.sort_values(["agent", "index"])
-        previous = ordered.groupby("agent")["task_type"].shift(1)
-        started = ordered["started_by"].notna() & previous.notna()
-        before_type = dict(
-            zip(ordered.loc[started, "started_by"].astype(np.int64), previous[started], strict=True)
-        )
-    task_type = frame["id"].map(before_type).fillna("unclassified").to_numpy(dtype=object)
+    task_type = _ended_run_type(frame, runs)
     compactions = CompactionColumns(
         agent=frame["agent"].to_numpy(dtype=np.int64),
         after_position=after_rows,
@@ -268,20 +293,60 @@ def _compactions(
         duration_ms=frame["duration"].to_numpy(dtype=np.float64),
         task_type=task_type,
     )
+    keep = np.ones(len(frame), dtype=bool)
+    if filters.started_after or filters.started_before:
+        low, high = _date_bounds(filters)
+        stamp = pd.to_numeric(frame["timestamp"], errors="coerce").to_numpy(dtype=np.float64)
+        # A compaction the harness did not time counts when its next call is selected.
+        keep &= np.where(np.isfinite(stamp), (stamp >= low) & (stamp < high), after_rows >= 0)
     if filters.task_type:
-        compactions = compactions.subset(task_type == filters.task_type)
-    return compactions
+        keep &= task_type == filters.task_type
+    return compactions if keep.all() else compactions.subset(keep)
+
+
+def _ended_run_type(frame: pd.DataFrame, runs: pd.DataFrame) -> np.ndarray:
+    """Task type of the run each compaction ended: the run holding its last call before,
+    else the run before the one it started."""
+    if len(frame) == 0 or len(runs) == 0:
+        return np.full(len(frame), "unclassified", dtype=object)
+    before = pd.to_numeric(frame["before"], errors="coerce")
+    known = before.notna().to_numpy()
+    _, by_call = _runs_for_calls(
+        frame["agent"].to_numpy(dtype=np.int64),
+        before.fillna(-1).to_numpy(dtype=np.int64),
+        runs,
+    )
+    ordered = runs.sort_values(["agent", "index"])
+    previous = ordered.groupby("agent")["task_type"].shift(1)
+    started = ordered["started_by"].notna() & previous.notna()
+    before_type = dict(
+        zip(ordered.loc[started, "started_by"].astype(np.int64), previous[started], strict=True)
+    )
+    by_start = frame["id"].map(before_type).fillna("unclassified").to_numpy(dtype=object)
+    return np.where(known & (by_call != "unclassified"), by_call, by_start)
 
 
 def _touches(
-    workspace: Workspace, filters: AnalyticsFilters, agent_ids: np.ndarray
+    workspace: Workspace,
+    filters: AnalyticsFilters,
+    call_agents: np.ndarray,
+    call_positions: np.ndarray,
 ) -> TouchColumns:
+    """File touches under the same filters as the calls: with date, model or task-type
+    filters a touch is kept when the call that made it is selected (its time, its run)."""
     frame = _frame(
-        "SELECT t.agent_id, t.run_index, t.path, t.token_position FROM traces_filetouch t WHERE t.workspace_id = %s",
+        "SELECT t.agent_id, t.run_index, t.call_index, t.path, t.token_position FROM traces_filetouch t WHERE t.workspace_id = %s",
         [workspace.pk],
-        ["agent", "run", "path", "position"],
+        ["agent", "run", "call", "path", "position"],
     )
-    frame = frame[frame["agent"].isin(agent_ids)]
+    if _call_level(filters):
+        selected = _call_keys(call_agents, call_positions)
+        touched = _call_keys(
+            frame["agent"].to_numpy(dtype=np.int64), frame["call"].to_numpy(dtype=np.int64)
+        )
+        frame = frame[np.isin(touched, selected)]
+    else:
+        frame = frame[frame["agent"].isin(np.unique(call_agents))]
     return TouchColumns(
         agent=frame["agent"].to_numpy(dtype=np.int64),
         run=frame["run"].to_numpy(dtype=np.int64),

@@ -204,6 +204,10 @@ def analytics_job_run(job: Job, reporter: JobReporter) -> None:
     workspace.refresh_from_db(fields=["data_version"])
     filters = AnalyticsFilters(**job.params.get("filters", {}))
     version = workspace.data_version
+    # Recorded first, so that analytics_refresh_queue can tell whether this run already
+    # sees the latest traces or an ingest has landed since it read them.
+    reporter.set_counts(data_version=version)
+    reporter.flush(force=True)
     steps = [
         "loading columns",
         "cost curve, growth and amplification",
@@ -232,25 +236,41 @@ def analytics_job_run(job: Job, reporter: JobReporter) -> None:
         job=job,
     )
     reporter.set_counts(step="done", calls=result["calls"], seconds=round(elapsed, 2))
+    workspace.refresh_from_db(fields=["data_version"])
+    if workspace.data_version != version:
+        # Traces changed while this ran: what was stored is already stale. Queue the next
+        # computation (or join one an ingest queued meanwhile).
+        followup = analytics_refresh_queue(workspace=workspace, filters=filters)
+        reporter.set_counts(followup_job=followup.pk)
+
+
+def _reusable(job: Job, data_version: int) -> bool:
+    """A queued job reads the data version when it starts, so it will see the latest
+    traces; a running one only if the version it read is the current one."""
+    if job.status == JobStatus.QUEUED:
+        return True
+    return (job.counts or {}).get("data_version") == data_version
 
 
 def analytics_refresh_queue(
     *, workspace: Workspace, filters: AnalyticsFilters | None = None, user=None
 ) -> Job:
-    """Queue a computation unless one for these filters is already queued or running."""
+    """Queue a computation unless one for these filters is already queued, or running on
+    the current data version. A job running on older data is left to finish (its result
+    is marked stale) and a new one is queued behind it."""
     filters = filters or AnalyticsFilters()
-    running = (
-        Job.objects.filter(
-            workspace=workspace,
-            kind=JOB_KIND,
-            status__in=[JobStatus.QUEUED, JobStatus.RUNNING],
-            params__key=filters.key,
-        )
-        .order_by("-created_at")
-        .first()
+    current = (
+        Workspace.objects.filter(pk=workspace.pk).values_list("data_version", flat=True).first()
     )
-    if running is not None:
-        return running
+    pending = Job.objects.filter(
+        workspace=workspace,
+        kind=JOB_KIND,
+        status__in=[JobStatus.QUEUED, JobStatus.RUNNING],
+        params__key=filters.key,
+    ).order_by("-created_at")
+    for job in pending:
+        if _reusable(job, current):
+            return job
     from traces.analytics.tasks import compute_analytics
 
     with transaction.atomic():
@@ -263,6 +283,7 @@ def analytics_refresh_queue(
                 "filters": filters.as_dict(),
                 "key": filters.key,
                 "requested_at": timezone.now().isoformat(),
+                "data_version": current,
             },
             progress_unit="analyses",
         )

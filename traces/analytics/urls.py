@@ -18,4 +18,5 @@ urlpatterns = [
     path("compactions/data/<slug:name>.csv", views.CsvView.as_view()),
     path("coverage/data/<slug:name>.csv", views.CsvView.as_view()),
     path("incidents/data/<slug:name>.csv", views.CsvView.as_view()),
+    path("what-if/data/<slug:name>.csv", views.CsvView.as_view()),
 ]

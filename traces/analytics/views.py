@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import asdict
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -14,6 +15,7 @@ from django.utils.http import urlencode
 from governance.htmx import htmx_partial
 from governance.models import Job, JobStatus, Role
 from governance.views import WorkspaceTemplateView
+from traces.analysis.costs import MIN_AGENTS_STEPS
 from traces.analysis.cycle import (
     CycleInputError,
     CycleParams,
@@ -102,6 +104,8 @@ class CostPage(AnalyticsPage):
         fit = result["cost_curve"].get("fit")
         return {
             "doubling": 2 ** fit["exponent"] if fit else None,
+            "growth_n": sum(row["n"] for row in result["growth"]["rows"]),
+            "amplification_n": sum(row["n"] for row in result["amplification"]["rows"]),
             "cost_figure": charts.cost_curve(result["cost_curve"]),
             "growth_figure": charts.growth(result["growth"]),
             "amplification_figure": charts.amplification(result["amplification"]),
@@ -113,7 +117,15 @@ class StepsPage(AnalyticsPage):
     theme = "analytics:steps"
 
     def figures(self, result):
-        return {"steps_figure": charts.steps(result["steps"])}
+        steps = result["steps"]
+        if any(steps[k].get("histogram") for k in ("main", "subagents")):
+            return {"steps_figure": charts.steps(steps), "steps_missing": ""}
+        return {
+            "steps_figure": None,
+            "steps_missing": f"Main threads ({steps['main']['agents']}) and subagents "
+            f"({steps['subagents']['agents']}) each number fewer than {MIN_AGENTS_STEPS} "
+            "agents: no distribution is drawn.",
+        }
 
 
 class CompactionsPage(AnalyticsPage):
@@ -151,7 +163,7 @@ class CoveragePage(AnalyticsPage):
     def figures(self, result):
         return {
             "coverage_figure": charts.coverage(result["coverage"])
-            if result["coverage"]["repeats"]
+            if result["coverage"]["coverage"]
             else None
         }
 
@@ -190,31 +202,40 @@ class WhatIfPage(AnalyticsPage):
 
     def get(self, request, *args, **kwargs):
         context = self.get_context_data(**kwargs)
-        measured = (context["result"] or {}).get("cycle", {}).get("params")
-        base = CycleParams(**measured) if measured else SEED_FALLBACK
-        initial = {
-            "post_compaction_tokens": round(base.post_compaction),
-            "growth_per_step": round(base.growth_per_step),
-            "summary_tokens": round(base.summary),
-            "penalty_steps": round(base.penalty_steps, 1),
-            "tail_tokens": 60_000,
-            "tail_penalty_steps": round(base.penalty_steps / 2, 1),
-            "compare_low": 232_000,
-            "compare_high": 600_000,
-        }
-        submitted = {k: v for k, v in request.GET.items() if k in WhatIfForm.base_fields}
-        form = WhatIfForm({**{k: str(v) for k, v in initial.items()}, **submitted})
-        context.update(
-            what_if=form,
-            prefilled_from="your workspace's measured values"
-            if measured
-            else "seed 001's published values (no measured parameters yet)",
-        )
-        if form.is_valid():
-            context.update(_what_if(form.cleaned_data))
+        context.update(_what_if_context(request, context))
         if htmx_partial(request):
             return render(request, f"{self.template_name}#model", context)
         return render(request, self.template_name, context)
+
+
+def _what_if_context(request, context: dict) -> dict:
+    """The calculator's form (prefilled with the measured values for the page's filters,
+    else seed 001's) and, when valid, the model it describes."""
+    measured = (context["result"] or {}).get("cycle", {}).get("params")
+    base = CycleParams(**measured) if measured else SEED_FALLBACK
+    initial = {
+        "post_compaction_tokens": round(base.post_compaction),
+        "growth_per_step": round(base.growth_per_step),
+        "summary_tokens": round(base.summary),
+        "penalty_steps": round(base.penalty_steps, 1),
+        "tail_tokens": 60_000,
+        "tail_penalty_steps": round(base.penalty_steps / 2, 1),
+        "compare_low": 232_000,
+        "compare_high": 600_000,
+    }
+    submitted = {k: v for k, v in request.GET.items() if k in WhatIfForm.base_fields}
+    form = WhatIfForm({**{k: str(v) for k, v in initial.items()}, **submitted})
+    filters_text = context["filters"].describe()
+    extra = {
+        "what_if": form,
+        "prefilled_from": f"your workspace's measured values ({filters_text})"
+        if measured
+        else "seed 001's published values (no measured parameters yet)",
+        "what_if_query": urlencode({k: v for k, v in form.data.items() if v not in ("", None)}),
+    }
+    if form.is_valid():
+        extra.update(_what_if(form.cleaned_data))
+    return extra
 
 
 def _what_if(data: dict) -> dict:
@@ -224,8 +245,8 @@ def _what_if(data: dict) -> dict:
         data["summary_tokens"],
         data["penalty_steps"],
     )
+    marks = [v for v in (data.get("compare_low"), data.get("compare_high")) if v]
     try:
-        marks = [v for v in (data.get("compare_low"), data.get("compare_high")) if v]
         model = evaluate(params, thresholds=[m for m in marks if m > params.post_compaction])
     except CycleInputError as exc:
         return {"what_if_error": f"{exc.field}: {exc}"}
@@ -234,10 +255,14 @@ def _what_if(data: dict) -> dict:
         tail_params = tail_scenario(
             params, data["tail_tokens"], data.get("tail_penalty_steps") or 0
         )
+        try:
+            tail_model = evaluate(tail_params).as_dict()
+        except CycleInputError as exc:
+            return {"what_if_error": f"tail_tokens: {exc}"}
         tail = {
             "tail_tokens": data["tail_tokens"],
             "penalty_steps": tail_params.penalty_steps,
-            "model": evaluate(tail_params).as_dict(),
+            "model": tail_model,
         }
     exchange = None
     exchange_error = None
@@ -248,6 +273,7 @@ def _what_if(data: dict) -> dict:
             exchange_error = str(exc)
     table = sensitivity(params, sorted({*SENSITIVITY_PENALTIES, round(params.penalty_steps, 1)}))
     return {
+        "params": asdict(params),
         "model": model.as_dict(),
         "tail": tail,
         "exchange": exchange,
@@ -261,41 +287,93 @@ def _what_if(data: dict) -> dict:
     }
 
 
+def _curve_rows(params: dict, model: dict, tail: dict | None):
+    """f(T) per threshold, plain and with the preserved tail, each row with its S, D, SUMM, P."""
+    s, d, summ, p = (params[k] for k in ("post_compaction", "growth_per_step", "summary", "penalty_steps"))  # fmt: skip
+    for threshold, value in model["curve"]:
+        yield "plain", s, d, summ, p, threshold, value
+    if tail:
+        for threshold, value in tail["model"]["curve"]:
+            yield (
+                "preserved tail",
+                s + tail["tail_tokens"],
+                d,
+                summ,
+                tail["penalty_steps"],
+                threshold,
+                value,
+            )
+
+
+def _sensitivity_rows(rows: list[dict]):
+    for r in rows:
+        yield (r["penalty_steps"], r["optimum_threshold"], r["optimum_cost_per_step"], *r["within_10pct"], r["floor_threshold"])  # fmt: skip
+
+
+CURVE_HEADER = ["scenario", "S", "D", "SUMM", "P", "threshold", "cost_per_step"]
+SENSITIVITY_HEADER = ["penalty_steps", "optimum_threshold", "optimum_cost_per_step", "within_10pct_low", "within_10pct_high", "floor_threshold"]  # fmt: skip
+# name -> (section of the cached result, CSV header, rows of that section)
 CSV_TABLES = {
     "cost-curve": ("cost_curve", ["band", "median_cost", "agents"], lambda s: zip(s["bands"], s["median_cost"], s["agents"], strict=True)),
     "growth": ("growth", ["band", "n", "median", "mean"], lambda s: ((r["band"], r["n"], r["median"], r["mean"]) for r in s["rows"])),
     "read-amplification": ("amplification", ["band", "n", "ratio", "read", "output"], lambda s: ((r["band"], r["n"], r["ratio"], r["read"], r["output"]) for r in s["rows"])),
     "steps": ("steps", ["group", "calls_per_agent"], lambda s: ((k, v) for k in ("main", "subagents") for v in s[k]["histogram"])),
     "compactions": ("compactions", ["pre", "post"], lambda s: zip(s["pre"], s["post"] + [None] * (len(s["pre"]) - len(s["post"])), strict=False)),
+    "cycle-curve": ("cycle", CURVE_HEADER, lambda s: _curve_rows(s["params"], s["model"], s["tail"]) if s else ()),
+    "sensitivity": ("cycle", SENSITIVITY_HEADER, lambda s: _sensitivity_rows(s["sensitivity"]) if s else ()),
     "reference-coverage": ("coverage", ["window", "coverage"], lambda s: zip(s["grid"], s["coverage"], strict=False)),
     "incidents": ("incidents", ["agent", "label", "kind", "start_kind", "initial_context", "tokens", "share"],
                   lambda s: ((r.get("agent"), r.get("label"), r.get("kind"), r.get("start_kind"), r.get("initial_context"), r["tokens"], r["share"]) for r in s["top"])),
     "task-types": ("task_types", ["task_type", "compactions", "calls", "S", "D", "SUMM", "P", "optimum_threshold"],
                    lambda s: ((r["task_type"], r["compactions"], r["calls"], r["S"], r["D"], r["SUMM"], r["P"], r["optimum_threshold"]) for r in s)),
 }  # fmt: skip
+# The what-if charts are drawn from the calculator's parameters (in the query), not from
+# a cached result: name -> (key of the what-if context, CSV header, rows).
+WHAT_IF_CSV_TABLES = {
+    "what-if-curve": ("model", CURVE_HEADER, lambda c: _curve_rows(c["params"], c["model"], c["tail"])),
+    "what-if-sensitivity": ("sensitivity_rows", SENSITIVITY_HEADER, lambda c: _sensitivity_rows(c["sensitivity_rows"])),
+}  # fmt: skip
 
 
 class CsvView(AnalyticsPage):
     def get(self, request, *args, **kwargs):
         name = kwargs["name"]
-        if name not in CSV_TABLES:
+        if name not in CSV_TABLES and name not in WHAT_IF_CSV_TABLES:
             return HttpResponse(
-                f"Unknown table {name!r}; choose one of {', '.join(CSV_TABLES)}.",
+                f"Unknown table {name!r}; choose one of {', '.join([*CSV_TABLES, *WHAT_IF_CSV_TABLES])}.",
                 status=404,
                 content_type="text/plain",
             )
         context = self.get_context_data()
+        if name in WHAT_IF_CSV_TABLES:
+            what_if = _what_if_context(request, context)
+            key, header, rows = WHAT_IF_CSV_TABLES[name]
+            if key not in what_if:
+                errors = "; ".join(
+                    f"{field}: {' '.join(messages)}"
+                    for field, messages in what_if["what_if"].errors.items()
+                )
+                return HttpResponse(
+                    f"Invalid calculator parameters: {errors or what_if.get('what_if_error')}",
+                    status=400,
+                    content_type="text/plain",
+                )
+            return _csv_response(name, header, rows(what_if))
         if context["result"] is None:
             return HttpResponse(
                 "Not computed yet for these filters.", status=404, content_type="text/plain"
             )
         key, header, rows = CSV_TABLES[name]
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
-        writer = csv.writer(response)
-        writer.writerow(header)
-        for row in rows(context["result"][key]):
-            writer.writerow(
-                ["" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in row]
-            )
-        return response
+        return _csv_response(name, header, rows(context["result"].get(key)))
+
+
+def _csv_response(name: str, header: list[str], rows) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(
+            ["" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in row]
+        )
+    return response

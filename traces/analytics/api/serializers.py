@@ -2,23 +2,42 @@
 
 from rest_framework import serializers
 
+from traces.analysis.cycle import MAX_GROWTH, MAX_PENALTY, MAX_TOKENS
+
 
 class CycleRequestSerializer(serializers.Serializer):
+    # Lower bounds (D > 0, P ≥ 0, S > 0, T > S) are the model's and answered by
+    # CycleParams.validate; upper bounds keep every intermediate value finite.
     post_compaction_tokens = serializers.FloatField(
-        help_text="S: context right after a compaction."
+        max_value=MAX_TOKENS, help_text="S: context right after a compaction; > 0."
     )
-    growth_per_step = serializers.FloatField(help_text="D: context added per step; must be > 0.")
-    summary_tokens = serializers.FloatField(help_text="SUMM: size of the compaction summary.")
+    growth_per_step = serializers.FloatField(
+        max_value=MAX_GROWTH, help_text="D: context added per step; must be > 0."
+    )
+    summary_tokens = serializers.FloatField(
+        max_value=MAX_TOKENS, help_text="SUMM: size of the compaction summary; ≥ 0."
+    )
     penalty_steps = serializers.FloatField(
-        help_text="P: steps lost to rediscovery after each compaction; ≥ 0."
+        max_value=MAX_PENALTY, help_text="P: steps lost to rediscovery after each compaction; ≥ 0."
     )
     thresholds = serializers.ListField(
-        child=serializers.FloatField(),
+        child=serializers.IntegerField(min_value=1, max_value=MAX_TOKENS),
         required=False,
         default=list,
-        help_text="Thresholds T at which to report f(T)/f(T*); each must exceed S.",
+        max_length=100,
+        help_text="Thresholds T (whole tokens) at which to report f(T)/f(T*); each must exceed S.",
     )
     points = serializers.IntegerField(required=False, default=200, min_value=10, max_value=2000)
+
+
+class ThresholdRatioSerializer(serializers.Serializer):
+    threshold = serializers.IntegerField()
+    cost_per_step = serializers.FloatField(allow_null=True, help_text="f(T); null below the floor.")
+    ratio = serializers.FloatField(allow_null=True, help_text="f(T)/f(T*); null below the floor.")
+    below_floor = serializers.BooleanField(
+        help_text="T ≤ S + P·D: the cycle returns no productive work, f(T) is undefined."
+    )
+    reason = serializers.CharField(allow_null=True)
 
 
 class CycleResponseSerializer(serializers.Serializer):
@@ -27,7 +46,11 @@ class CycleResponseSerializer(serializers.Serializer):
     within_10pct = serializers.ListField(child=serializers.FloatField())
     floor_threshold = serializers.FloatField()
     curve = serializers.ListField(child=serializers.ListField(child=serializers.FloatField()))
-    ratios = serializers.DictField(child=serializers.FloatField())
+    ratios = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        help_text='f(T)/f(T*) keyed by T in whole tokens ("1000000"); null below the floor.',
+    )
+    at_thresholds = ThresholdRatioSerializer(many=True)
 
 
 class AnalyticsEnvelopeSerializer(serializers.Serializer):

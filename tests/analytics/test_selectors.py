@@ -1,0 +1,90 @@
+"""Loading columns: compactions and file touches follow the same filters as calls."""
+
+from datetime import date
+
+import pytest
+
+from traces.analytics.selectors import AnalyticsFilters, load
+from traces.models import Call, Compaction, FileTouch, Run
+
+pytestmark = pytest.mark.django_db
+
+DAY_1, DAY_2 = date(2026, 10, 1), date(2026, 10, 2)  # the generated corpus spans these two
+
+
+def ended_run_type(compaction, runs_by_agent) -> str:
+    for run in runs_by_agent[compaction.agent_id]:
+        if run.first_call_index <= compaction.before_call_index <= run.last_call_index:
+            return run.task_type
+    return "unclassified"
+
+
+def expected(workspace, *, day=None, task_type=None):
+    """(sorted pre-compaction sizes, number of touches) selected through the ORM, independently."""
+    runs = {}
+    for run in Run.objects.filter(workspace=workspace).order_by("agent_id", "index"):
+        runs.setdefault(run.agent_id, []).append(run)
+    run_type = {(r.agent_id, r.index): r.task_type for rs in runs.values() for r in rs}
+    calls = Call.objects.filter(workspace=workspace)
+    if day:
+        calls = calls.filter(timestamp__date=day)
+    calls = set(calls.values_list("agent_id", "session_index"))
+    compactions = Compaction.objects.filter(workspace=workspace, kind="full")
+    if day:
+        compactions = compactions.filter(timestamp__date=day)
+    pre = sorted(
+        k.pre_tokens for k in compactions if not task_type or ended_run_type(k, runs) == task_type
+    )
+    touches = [
+        t
+        for t in FileTouch.objects.filter(workspace=workspace)
+        if (t.agent_id, t.call_index) in calls
+        and (not task_type or run_type[(t.agent_id, t.run_index)] == task_type)
+    ]
+    return pre, len(touches)
+
+
+@pytest.mark.parametrize(
+    ("day", "task_type"),
+    [
+        (DAY_1, ""),
+        (DAY_2, ""),
+        (None, "building"),
+        (None, "code_understanding"),
+        (DAY_2, "building"),
+    ],
+)
+def test_compactions_and_touches_follow_the_date_and_task_type_filters(
+    corpus, workspace, day, task_type
+):
+    corpus()
+    everything = load(workspace, AnalyticsFilters())
+    filters = AnalyticsFilters(
+        started_after=day.isoformat() if day else "",
+        started_before=day.isoformat() if day else "",
+        task_type=task_type,
+    )
+    data = load(workspace, filters)
+    pre, touches = expected(workspace, day=day, task_type=task_type)
+    assert 0 < len(pre) < len(everything.compactions)
+    assert sorted(data.compactions.pre.tolist()) == pre
+    assert 0 < touches < len(everything.touches.agent)
+    assert len(data.touches.agent) == touches
+    if task_type:
+        assert set(data.compactions.task_type.tolist()) == {task_type}
+
+
+def test_the_two_days_partition_calls_compactions_and_touches(corpus, workspace):
+    corpus()
+    days = [
+        load(workspace, AnalyticsFilters(started_after=d.isoformat(), started_before=d.isoformat()))
+        for d in (DAY_1, DAY_2)
+    ]
+    whole = load(workspace, AnalyticsFilters())
+    assert sum(len(d.calls) for d in days) == len(whole.calls) == Call.objects.count()
+    assert sum(len(d.compactions) for d in days) == len(whole.compactions)
+    assert sum(len(d.touches.agent) for d in days) == len(whole.touches.agent)
+    assert Call.objects.filter(timestamp__date=DAY_1).count() == len(days[0].calls) > 0
+    # From DAY_2 on (open end) equals DAY_2 alone: the start bound includes its whole day.
+    after = load(workspace, AnalyticsFilters(started_after=DAY_2.isoformat()))
+    assert len(after.calls) == len(days[1].calls)
