@@ -2,6 +2,7 @@
 
 import django_filters
 from django.db.models import Q
+from django.utils import timezone
 
 from artifacts.models import Artifact, ArtifactState
 
@@ -26,10 +27,13 @@ class ArtifactFilter(django_filters.FilterSet):
         fields = ["run_id", "command", "tool_call_id", "status"]
 
     def filter_status(self, queryset, name, value):
-        available = Q(state=ArtifactState.AVAILABLE)
+        # Expiry counts from expires_at, not from when the purge gets round to marking it.
+        now = timezone.now()
+        live = Q(state=ArtifactState.AVAILABLE, expires_at__gt=now)
+        lapsed = Q(state=ArtifactState.AVAILABLE, expires_at__lte=now)
         return {
-            "available": queryset.filter(available, complete=True),
-            "truncated": queryset.filter(available, complete=False),
-            "expired": queryset.filter(state=ArtifactState.EXPIRED),
+            "available": queryset.filter(live, complete=True),
+            "truncated": queryset.filter(live, complete=False),
+            "expired": queryset.filter(Q(state=ArtifactState.EXPIRED) | lapsed),
             "deleted": queryset.filter(state=ArtifactState.DELETED),
         }.get(value, queryset)

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from artifacts.content.redaction import DEFAULT_RULES, RedactionRule, Redactor
 from governance.models import ApiToken, WorkspaceOwned
@@ -188,10 +189,26 @@ class Artifact(WorkspaceOwned):
         return f"{self.command[:60]} ({self.run_id})"
 
     @property
+    def current_state(self) -> str:
+        """The state now: past `expires_at` an artifact is expired, even before the purge
+        has marked its row (reads already answer 410 from that moment)."""
+        if self.state == ArtifactState.AVAILABLE and self.expires_at <= timezone.now():
+            return ArtifactState.EXPIRED
+        return self.state
+
+    @property
+    def gone_since(self):
+        """When it expired or was deleted; None while it is available."""
+        if self.gone_at is not None:
+            return self.gone_at
+        return self.expires_at if self.current_state == ArtifactState.EXPIRED else None
+
+    @property
     def status(self) -> str:
         """available, truncated, expired or deleted: what the list filters on."""
-        if self.state != ArtifactState.AVAILABLE:
-            return self.state
+        state = self.current_state
+        if state != ArtifactState.AVAILABLE:
+            return state
         return "available" if self.complete else "truncated"
 
 

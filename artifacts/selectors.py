@@ -6,6 +6,7 @@ import uuid
 
 from django.db.models import Count, Max, QuerySet, Sum
 from django.http import Http404
+from django.utils import timezone
 
 from artifacts.content.coverage import Coverage, merge_ranges
 from artifacts.models import Artifact, ArtifactPolicy, ArtifactRead, ArtifactWriteFailure
@@ -78,6 +79,6 @@ def artifact_runs(*, workspace: Workspace, limit: int = 200) -> list[dict]:
 
 
 def artifact_totals(*, workspace: Workspace) -> dict:
-    return Artifact.objects.filter(workspace=workspace, state="available").aggregate(
-        count=Count("id"), bytes=Sum("size_bytes"), tokens=Sum("estimated_tokens")
-    )
+    return Artifact.objects.filter(
+        workspace=workspace, state="available", expires_at__gt=timezone.now()
+    ).aggregate(count=Count("id"), bytes=Sum("size_bytes"), tokens=Sum("estimated_tokens"))

@@ -6,7 +6,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from artifacts.content.tokens import ASCII_BYTES_PER_TOKEN, NON_ASCII_BYTES_PER_TOKEN
-from artifacts.models import Artifact, ArtifactRead, ArtifactWriteFailure
+from artifacts.models import Artifact, ArtifactRead, ArtifactState, ArtifactWriteFailure
 
 ESTIMATOR = (
     f"estimated: ASCII bytes / {ASCII_BYTES_PER_TOKEN:g} + non-ASCII bytes / "
@@ -89,7 +89,17 @@ class ArtifactSerializer(serializers.ModelSerializer):
         source="redaction_count", help_text="How many secrets were replaced before storing."
     )
     redactions_by_rule = serializers.DictField(child=serializers.IntegerField())
+    state = serializers.ChoiceField(
+        choices=ArtifactState.choices,
+        source="current_state",
+        read_only=True,
+        help_text="available, expired or deleted, as of this response: expired from expires_at "
+        "on, even before the purge has run.",
+    )
     status = serializers.CharField(help_text="available, truncated, expired or deleted.")
+    gone_at = serializers.DateTimeField(
+        source="gone_since", allow_null=True, help_text="When it expired or was deleted."
+    )
     links = serializers.SerializerMethodField()
 
     class Meta:
@@ -118,7 +128,7 @@ class ArtifactSerializer(serializers.ModelSerializer):
         return ESTIMATOR
 
     def get_links(self, artifact) -> dict[str, str]:
-        if artifact.state != "available":
+        if artifact.current_state != "available":
             return {}
         return {
             name: self._absolute(reverse(f"artifact-{name}", args=[artifact.pk]))
@@ -218,6 +228,12 @@ class GoneSerializer(serializers.Serializer):
     reason = serializers.CharField(help_text="expired or deleted")
     gone_at = serializers.DateTimeField()
     artifact = ArtifactSerializer(help_text="The tombstone: the pointer's metadata stays.")
+
+
+class ReadLimitSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    limit = serializers.CharField(help_text="The workspace limit the read is over.")
+    allowed = serializers.IntegerField(help_text="That limit's value.")
 
 
 class ArtifactReadSerializer(serializers.ModelSerializer):

@@ -53,12 +53,18 @@ class StorageUnavailable(exceptions.APIException):
     default_code = "storage_failed"
 
 
-class ReadLimit(exceptions.ValidationError):
-    pass
+def _read_limit(exc: services.ReadLimitExceeded) -> Response:
+    # A Response, not a ValidationError: DRF turns every value of an error into a string,
+    # and `allowed` is a number a client compares with what it asked for.
+    data = {"detail": str(exc), "limit": exc.limit, "allowed": exc.allowed}
+    return Response(s.ReadLimitSerializer(data).data, status=status.HTTP_400_BAD_REQUEST)
 
 
-def _read_limit(exc: services.ReadLimitExceeded) -> ReadLimit:
-    return ReadLimit({"detail": str(exc), "limit": exc.limit, "allowed": exc.allowed})
+LIMIT_RESPONSE = OpenApiResponse(
+    s.ReadLimitSerializer,
+    description="Over a workspace limit: `limit` names it, `allowed` is its value. Bad "
+    "parameters also answer 400, naming the parameter.",
+)
 
 
 def _gone(exc: services.ArtifactGone, request) -> Response:
@@ -330,7 +336,7 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
         except services.ArtifactGone as exc:
             return artifact, query.validated_data, _gone(exc, request)
         except services.ReadLimitExceeded as exc:
-            raise _read_limit(exc) from None
+            return artifact, query.validated_data, _read_limit(exc)
         return artifact, query.validated_data, result
 
     def _excerpt_response(self, request, pk, mode, query_serializer, read):
@@ -349,7 +355,7 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
         parameters=[s.LinesQuerySerializer],
         responses={
             200: s.ReadSerializer,
-            400: OpenApiResponse(description="Over a limit (named)."),
+            400: LIMIT_RESPONSE,
             410: s.GoneSerializer,
         },
     )
@@ -368,7 +374,7 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
     @extend_schema(
         summary="The first N lines",
         parameters=[s.LinesQuerySerializer],
-        responses={200: s.ReadSerializer, 410: s.GoneSerializer},
+        responses={200: s.ReadSerializer, 400: LIMIT_RESPONSE, 410: s.GoneSerializer},
     )
     @action(detail=True, methods=["get"])
     def head(self, request, pk=None):
@@ -388,7 +394,7 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
         "clamped) or `start_byte`/`end_byte` (0-based, end exclusive: an excerpt's own offsets "
         "read it back). Over max_read_lines or max_read_bytes answers 400 naming the limit.",
         parameters=[s.RangeQuerySerializer],
-        responses={200: s.ReadSerializer, 410: s.GoneSerializer},
+        responses={200: s.ReadSerializer, 400: LIMIT_RESPONSE, 410: s.GoneSerializer},
     )
     @action(detail=True, methods=["get"])
     def range(self, request, pk=None):
@@ -409,7 +415,7 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
         "`context=N` lines each side, `max_matches=M` (at most the workspace limit). Matches "
         "do not overlap; each carries an excerpt that resolves to the source bytes.",
         parameters=[s.SearchQuerySerializer],
-        responses={200: s.SearchSerializer, 410: s.GoneSerializer},
+        responses={200: s.SearchSerializer, 400: LIMIT_RESPONSE, 410: s.GoneSerializer},
         examples=[
             OpenApiExample(
                 "A failing test",
@@ -464,7 +470,7 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
         "`ETag` and `X-Artifact-Sha256`. Refused (400) above the workspace's max_content_bytes.",
         responses={
             (200, "text/plain"): OpenApiTypes.BINARY,
-            400: OpenApiResponse(description="Over max_content_bytes."),
+            400: LIMIT_RESPONSE,
             410: s.GoneSerializer,
         },
     )

@@ -145,6 +145,11 @@ def test_openapi_schema_documents_the_artifact_endpoints(client_for):
     assert {"X-Run-Id", "X-Command", "X-Complete", "X-Started-At"} <= headers
     assert "multipart/form-data" in create["requestBody"]["content"]
     assert "410" in paths["/api/v1/artifacts/{id}/tail/"]["get"]["responses"]
+    for action in ("tail", "head", "range", "search", "content"):
+        refused = paths[f"/api/v1/artifacts/{{id}}/{action}/"]["get"]["responses"]["400"]
+        assert refused["content"]["application/json"]["schema"]["$ref"].endswith("/ReadLimit")
+    limit = schema["components"]["schemas"]["ReadLimit"]["properties"]
+    assert (limit["limit"]["type"], limit["allowed"]["type"]) == ("string", "integer")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,6 +1,9 @@
 """Bounded reads, limits, the read log, scoping, and the seed's five operational tests."""
 
 import hashlib
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,7 +15,7 @@ from rest_framework.test import APIClient
 from artifacts import services
 from artifacts.models import Artifact, ArtifactRead
 from governance.services import api_token_create
-from tests.artifacts.conftest import stored_bytes
+from tests.artifacts.conftest import artifact_files, stored_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -91,20 +94,82 @@ def test_operational_1_a_new_client_with_only_the_pointer_recovers_a_detail(
     assert read.token_id == issued.token.pk and read.bytes_returned == match["excerpt"]["bytes"]
 
 
-def test_operational_2_concurrent_outputs_of_one_run_stay_apart(api_for):
-    api = api_for("editor")
-    outputs = {f"call-{i}": b"output of call %d\n" % i * (i + 1) for i in range(6)}
-    pointers = {
-        call: api.post(
-            "/api/v1/artifacts/", data=body, content_type="text/plain",
-            HTTP_X_RUN_ID="run-c", HTTP_X_TOOL_CALL_ID=call, HTTP_X_COMMAND="job",
-        ).json()
-        for call, body in outputs.items()
-    }  # fmt: skip
-    assert len({p["id"] for p in pointers.values()}) == 6
-    for call, pointer in pointers.items():
-        content = api.get(f"/api/v1/artifacts/{pointer['id']}/content/")
-        assert b"".join(content.streaming_content) == outputs[call]
+SECRET = b"AKIAIOSFODNN7EXAMPLE"
+CHUNK = 64 * 1024
+
+
+def test_operational_2_concurrent_outputs_of_one_run_stay_apart(api_for, workspace, members):
+    """Six outputs of one run stream at the same time: six writers, each fed 64 KiB chunks
+    by its own thread in lockstep (a barrier after every chunk), so their bytes interleave
+    in the staging folder; then they publish in reverse order. Two are different outputs
+    under the same tool-call id. Each keeps its own bytes, sha256, lines and redactions.
+    (Concurrent HTTP requests racing on row locks: test_concurrency.py, run on PostgreSQL.)"""
+    calls = ["call-0", "call-1", "call-2", "call-3", "call-4", "call-4"]
+    bodies = []
+    for i in range(len(calls)):
+        body = b"".join(b"output %d line %06d\n" % (i, n) for n in range(20_000 + 3_000 * i))
+        # A secret across the first chunk boundary: each writer's redactor carries its own.
+        bodies.append(body[: CHUNK - 10] + b" " + SECRET + b" " + body[CHUNK - 10 :])
+    expected = [body.replace(SECRET, b"[REDACTED:aws_access_key_id]") for body in bodies]
+    chunks = [[body[at : at + CHUNK] for at in range(0, len(body), CHUNK)] for body in bodies]
+    rounds = max(len(c) for c in chunks)
+    assert min(len(c) for c in chunks) >= 6 and len({len(c) for c in chunks}) > 1
+
+    writers = [services.ArtifactWriter(workspace=workspace) for _ in calls]
+    staged_during: list[int] = []
+    published_during: list[int] = []
+
+    def between_rounds():  # runs once per round, while every feeder waits
+        files = artifact_files()
+        staged_during.append(len([f for f in files if f.suffix == ".part"]))
+        published_during.append(len([f for f in files if f.suffix != ".part"]))
+
+    barrier = threading.Barrier(len(writers), action=between_rounds, timeout=60)
+
+    def feed(i: int) -> None:
+        for k in range(rounds):
+            if k < len(chunks[i]):
+                writers[i].write(chunks[i][k])
+            barrier.wait()
+
+    with ThreadPoolExecutor(max_workers=len(writers)) as pool:
+        list(pool.map(feed, range(len(writers))))
+    assert staged_during == [len(writers)] * rounds  # all six were in flight in every round
+    assert published_during == [0] * rounds  # and nothing was visible yet
+    assert Artifact.objects.count() == 0
+
+    pointers = {}
+    for i in reversed(range(len(writers))):
+        stored = services.artifact_store(
+            workspace=workspace, source=None, staged=writers[i], run_id="run-c",
+            tool_call_id=calls[i], command=f"job {i}", actor=members["editor"],
+        )  # fmt: skip
+        assert stored.created
+        pointers[i] = stored.artifact
+
+    assert (
+        len({a.pk for a in pointers.values()})
+        == len({a.storage_name for a in pointers.values()})
+        == 6
+    )
+    assert [f for f in artifact_files() if f.suffix == ".part"] == []
+    api = api_for("viewer")
+    for i, artifact in pointers.items():
+        meta = api.get(url(artifact)).json()
+        assert (meta["run_id"], meta["tool_call_id"], meta["command"]) == (
+            "run-c",
+            calls[i],
+            f"job {i}",
+        )
+        assert meta["bytes"] == len(expected[i])
+        assert meta["lines"] == 20_000 + 3_000 * i
+        assert meta["sha256"] == hashlib.sha256(expected[i]).hexdigest()
+        assert meta["redactions"] == 1
+        assert stored_bytes(artifact) == expected[i]
+        content = api.get(url(artifact, "content"))
+        assert b"".join(content.streaming_content) == expected[i]
+        head = api.get(url(artifact, "head"), {"lines": 1}).json()
+        assert head["text"] == f"output {i} line 000000\n"
 
 
 def test_operational_3_every_search_excerpt_resolves_to_its_source(api_for, store):
@@ -177,19 +242,21 @@ def test_operational_5_expiry_and_deletion_invalidate_pointers_with_410(api_for,
 
 
 @pytest.mark.parametrize(
-    ("action", "params", "limit"),
+    ("action", "params", "limit", "allowed"),
     [
-        ("tail", {"lines": 101}, "max_read_lines"),
-        ("head", {"lines": 101}, "max_read_lines"),
-        ("range", {"start_line": 1, "end_line": 500}, "max_read_lines"),
-        ("range", {"start_byte": 0, "end_byte": 5000}, "max_read_bytes"),
-        ("tail", {"lines": 100}, "max_read_bytes"),
-        ("search", {"q": "step", "max_matches": 11}, "max_search_matches"),
-        ("search", {"q": "step", "context": 4}, "max_search_context"),
-        ("content", {}, "max_content_bytes"),
+        ("tail", {"lines": 101}, "max_read_lines", 100),
+        ("head", {"lines": 101}, "max_read_lines", 100),
+        ("range", {"start_line": 1, "end_line": 500}, "max_read_lines", 100),
+        ("range", {"start_byte": 0, "end_byte": 5000}, "max_read_bytes", 1024),
+        ("tail", {"lines": 100}, "max_read_bytes", 1024),
+        ("search", {"q": "step", "max_matches": 11}, "max_search_matches", 10),
+        ("search", {"q": "step", "context": 4}, "max_search_context", 3),
+        ("content", {}, "max_content_bytes", 1000),
     ],
 )
-def test_over_a_limit_answers_400_naming_it(api_for, store, workspace, action, params, limit):
+def test_over_a_limit_answers_400_naming_it(
+    api_for, store, workspace, action, params, limit, allowed
+):
     services.artifact_policy_update(
         workspace=workspace, actor=None, max_read_lines=100, max_read_bytes=1024,
         max_search_matches=10, max_search_context=3, max_content_bytes=1000,
@@ -197,9 +264,23 @@ def test_over_a_limit_answers_400_naming_it(api_for, store, workspace, action, p
     artifact = store(LOG)
     response = api_for("viewer").get(url(artifact, action), params)
     assert response.status_code == 400
-    assert response.json()["limit"] == limit
-    assert limit in response.json()["detail"]
+    body = json.loads(response.content)  # the wire form, not a parsed-back Python value
+    assert body["limit"] == limit
+    assert limit in body["detail"]
+    assert type(body["allowed"]) is int and body["allowed"] == allowed
     assert ArtifactRead.objects.count() == 0  # nothing was loaded
+
+
+def test_the_documented_limit_error_is_what_the_api_answers(api_for, store):
+    """docs/artifacts.md shows this body for lines=5000 under the default policy."""
+    artifact = store(LOG)
+    response = api_for("viewer").get(url(artifact, "tail"), {"lines": 5000})
+    assert response.status_code == 400
+    assert json.loads(response.content) == {
+        "detail": "lines=5,000 is over this workspace's max_read_lines limit (2,000)",
+        "limit": "max_read_lines",
+        "allowed": 2000,
+    }
 
 
 def test_search_that_fills_the_byte_budget_says_where_it_stopped(api_for, store, workspace):

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
-from artifacts import services, tasks
+from artifacts import selectors, services, tasks
 from artifacts.models import Artifact, ArtifactPolicy
 from artifacts.storage import INCOMING
 from governance.celery import app as celery_app
@@ -108,6 +108,38 @@ def test_expired_artifact_answers_410_before_the_purge_runs(api_for, store):
     assert response.status_code == 410
     artifact.refresh_from_db()
     assert artifact.state == "expired"
+
+
+def test_the_list_shows_a_lapsed_artifact_as_expired_before_the_purge_runs(
+    api_for, client_for, store, workspace
+):
+    lapsed, live = store(b"old\n", tool_call_id="old"), store(b"new\n", tool_call_id="new")
+    expired_at = timezone.now() - timedelta(minutes=5)
+    Artifact.objects.filter(pk=lapsed.pk).update(expires_at=expired_at)
+    api = api_for("viewer")
+
+    rows = {row["id"]: row for row in api.get("/api/v1/artifacts/").json()["results"]}
+    old, new = rows[str(lapsed.pk)], rows[str(live.pk)]
+    assert (old["state"], old["status"], old["links"]) == ("expired", "expired", {})
+    assert old["gone_at"] == expired_at.isoformat().replace("+00:00", "Z")
+    assert (new["state"], new["status"], new["gone_at"]) == ("available", "available", None)
+    assert sorted(new["links"]) == ["content", "head", "range", "search", "tail"]
+
+    def listed(status):
+        return [
+            row["id"] for row in api.get("/api/v1/artifacts/", {"status": status}).json()["results"]
+        ]
+
+    assert listed("expired") == [str(lapsed.pk)]
+    assert listed("available") == [str(live.pk)]
+    assert selectors.artifact_totals(workspace=workspace)["count"] == 1  # the dashboard's count
+
+    html = client_for("viewer").get(f"/w/{workspace.slug}/artifacts/").content.decode()
+    (old_row,) = [row for row in html.split("<tr") if f"/artifacts/{lapsed.pk}/" in row]
+    assert 'class="art-gone"' in old_row and 'class="badge status-expired">expired<' in old_row
+    assert f"expired {expired_at:%Y-%m-%d}" in old_row
+    lapsed.refresh_from_db()
+    assert lapsed.state == "available"  # computed when read; marking it is the purge's job
 
 
 def test_a_retry_after_expiry_stores_afresh(store):
