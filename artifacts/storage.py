@@ -117,9 +117,10 @@ class StagedBlob:
 
 
 def blob_open(name: str, storage: Storage | None = None) -> BinaryIO:
+    """A seekable binary file; the caller seeks and reads only the bytes it needs."""
     storage = storage or artifact_storage()
     if is_local(storage):
-        return open(storage.path(name), "rb")
+        return storage.open(name, "rb")  # FileSystemStorage: a plain file, read on demand
     return io.BufferedReader(RangedObjectReader(storage, name), buffer_size=256 * 1024)
 
 
