@@ -197,6 +197,11 @@ def test_marking_without_javascript_then_replacing(workspace, client_for, small_
         f"specs/restart-packages/new/?session={small_session.pk}&amp;indicators=reproposed-rejected-interface"
         in page
     )
+    # A viewer sees the mark but no link to a builder it may not open.
+    viewer_response = client_for("viewer").get(ok["Location"].split("#")[0] + "&reveal=1")
+    viewer_page = viewer_response.content.decode()
+    assert viewer_response.status_code == 200 and "forgot the lint rule" in viewer_page
+    assert "Create a restart package from here" not in viewer_page
     again = client.post(
         url,
         {"run": run.pk, "call_index": step + 0, "failure_class": "repetition", "confidence": "low"},

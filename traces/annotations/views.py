@@ -206,7 +206,10 @@ class ViewerView(WorkspaceTemplateView):
             adjudicate_form=AdjudicateForm(),
             assignment=assignment,
             queue_id=queue_id if assignment is None else assignment.item.queue_id,
-            restart_url=restart_url(self.workspace, session, focus_class) if focus_class else None,
+            # The builder needs an editor; a viewer would follow the link to a 403.
+            restart_url=restart_url(self.workspace, session, focus_class)
+            if focus_class and self.membership.role >= Role.EDITOR
+            else None,
             restart_indicators=restart_indicators(focus_class or ""),
             focus_class=focus_class,
             focus_label=class_label(focus_class) if focus_class else "",
