@@ -193,6 +193,7 @@ def test_marking_without_javascript_then_replacing(workspace, client_for, small_
     page = client.get(ok["Location"]).content.decode()
     assert "Marked call" in page and "Your mark (replace it)" in page
     assert "Create a restart package from here" in page
+    assert "The run diverged (forgotten constraint)" in page
     assert (
         f"specs/restart-packages/new/?session={small_session.pk}&amp;indicators=reproposed-rejected-interface"
         in page

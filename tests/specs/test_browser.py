@@ -180,7 +180,8 @@ def test_divergence_source_opens_the_viewer_at_the_call(
     assert f"?at={mark.call_index}" in page.url
     expect(page.locator(f"#step-{mark.call_index}")).to_be_visible()
     expect(page.get_by_text(f"trace-divergence:{mark.pk}")).to_be_visible()
-    expect(page.get_by_text("The run diverged (forgotten constraint)")).to_be_visible()
+    # A viewer may not build restart packages, so the panel that links the builder is absent.
+    expect(page.get_by_text("The run diverged (forgotten constraint)")).to_have_count(0)
     screenshot("viewer-from-spec-source", full_page=False)
     # The session page leads into the same viewer.
     page.goto(f"{page.base_url}/w/{workspace.slug}/traces/sessions/{mark.session_id}/")
