@@ -27,6 +27,9 @@ from traces.formats.records import (
 from traces.models import Agent, AgentKind, Call, CallText, Compaction, IngestedFile, Session
 
 BATCH_SIZE = 5000
+# A loader derives the sessions it created itself while their call rows fit in this many
+# rows of memory; beyond it, the derive step reads them back from the database instead.
+LOADED_DERIVE_MAX_CALLS = 100_000
 TEXT_COMPRESSOR_LEVEL = 3
 CALL_COLUMNS = (
     "workspace_id", "session_id", "agent_id", "key", "session_index", "agent_index", "timestamp",
@@ -58,6 +61,7 @@ class IngestSummary:
     output: int = 0
     errors: list[dict] = field(default_factory=list)
     skipped_files: int = 0
+    derived_sessions: set[int] = field(default_factory=set)  # derived by their loader
 
     def as_dict(self) -> dict:
         return {
@@ -84,6 +88,7 @@ class IngestSummary:
         ):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.extend(other.errors)
+        self.derived_sessions |= other.derived_sessions
 
     def counts(self) -> dict:
         data = self.as_dict()
@@ -95,7 +100,15 @@ class IngestSummary:
 
 
 class TraceLoader:
-    """Feed records from one parsed file; `finish()` flushes and returns touched session ids."""
+    """Feed records from one parsed file; `finish()` flushes and returns the ids of the
+    sessions it touched that still need the derive step.
+
+    With `derive_new_sessions`, sessions this loader created, whose calls all arrived in
+    time order, are derived by `finish()` from the rows it wrote (their ids go to
+    `summary.derived_sessions`), which saves reading every call back. A session that
+    another file also touches is returned by that file's loader and derived again from
+    the database, so the result does not depend on the order files are read in.
+    """
 
     def __init__(
         self,
@@ -104,13 +117,14 @@ class TraceLoader:
         summary: IngestSummary,
         file_name: str,
         source_file: IngestedFile | None = None,
-        batch_size: int = BATCH_SIZE,
+        batch_size: int | None = None,
+        derive_new_sessions: bool = False,
     ):
         self.workspace = workspace
         self.summary = summary
         self.file_name = file_name
         self.source_file = source_file
-        self.batch_size = batch_size
+        self.batch_size = batch_size or BATCH_SIZE
         self._sessions: dict[tuple[str, str], int] = {}
         self._session_updates: dict[int, SessionInfo] = {}
         self._agents: dict[tuple[int, str], int] = {}
@@ -123,6 +137,11 @@ class TraceLoader:
         self._indexes: dict[tuple[int, int | None], int] = {}
         self._compressor = zstandard.ZstdCompressor(level=TEXT_COMPRESSOR_LEVEL)
         self._postgres = connection.vendor == "postgresql"
+        self._derive_new = derive_new_sessions and self._postgres
+        self._loaded_rows: dict[int, list[tuple]] = {}  # fresh session -> derive rows
+        self._loaded_last: dict[int, tuple] = {}  # fresh session -> last (timestamp, line)
+        self._loaded_skipped: set[int] = set()
+        self._loaded_count = 0
 
     # --- feeding -----------------------------------------------------------------
 
@@ -158,7 +177,39 @@ class TraceLoader:
                 for session_pk, info in self._session_updates.items():
                     _apply_session_info(session_pk, info)
             self._session_updates.clear()
-        return self.touched_sessions
+        loaded = {pk: rows for pk, rows in self._loaded_rows.items() if pk in self._new_sessions}
+        self._loaded_rows, self._loaded_last, self._loaded_skipped = {}, {}, set()
+        if loaded:
+            from traces.derive import sessions_derive_loaded
+
+            with transaction.atomic():
+                sessions_derive_loaded(workspace_id=self.workspace.pk, calls=loaded)
+            self.summary.derived_sessions |= set(loaded)
+        return self.touched_sessions - set(loaded)
+
+    def _keep_for_derive(self, rows: list[tuple], ids: list[int]) -> None:
+        """Remember a fresh batch's calls for `finish()`, or give up on a session whose
+        calls arrived out of time order (its positions need the re-index)."""
+        loaded, last, skipped = self._loaded_rows, self._loaded_last, self._loaded_skipped
+        for pk, row in zip(ids, rows, strict=True):
+            session_pk = row[1]
+            if session_pk in skipped:
+                continue
+            order = (row[6], row[17] or 0)  # timestamp, source line: the re-index order
+            previous = last.get(session_pk)
+            if previous is not None and order < previous:
+                skipped.add(session_pk)
+                loaded.pop(session_pk, None)
+                continue
+            last[session_pk] = order
+            loaded.setdefault(session_pk, []).append(
+                (pk, row[2], row[4], row[6], row[13], row[8], row[9], row[10], row[11],
+                 row[15], row[16], row[7])
+            )  # fmt: skip
+        self._loaded_count += len(rows)
+        if self._loaded_count > LOADED_DERIVE_MAX_CALLS:
+            self._derive_new = False
+            self._loaded_rows = {}
 
     # --- sessions and agents -------------------------------------------------------
 
@@ -433,6 +484,8 @@ class TraceLoader:
                 inserted, updated = self._upsert_calls_copy(rows)
                 self._store_texts(inserted, updated, texts)
                 return inserted, updated
+        if self._derive_new:
+            self._keep_for_derive(rows, ids)
         return [((row[1], row[3]), pk) for pk, row in zip(ids, rows, strict=True)], []
 
     def _upsert_calls_copy(self, rows: list[tuple]) -> tuple[list, list]:
@@ -444,6 +497,9 @@ class TraceLoader:
                 "CREATE TEMP TABLE IF NOT EXISTS traces_call_stage ON COMMIT DELETE ROWS AS "
                 f"SELECT {columns} FROM traces_call WITH NO DATA"
             )
+            # Empty already after a commit, but not when an outer transaction holds several
+            # flushes: stale rows would be merged again.
+            cursor.execute("TRUNCATE traces_call_stage")
             raw = cursor.cursor
             with raw.copy(f"COPY traces_call_stage ({columns}) FROM STDIN") as copy:
                 for row in rows:

@@ -187,14 +187,19 @@ class Call(WorkspaceOwned):
     """One deduplicated model API call with its token usage and the context it carried."""
 
     # Single-column indexes on these would duplicate the composite ones below; every
-    # index costs on each of millions of inserts.
+    # index costs on each of millions of inserts. Only the session link is a database
+    # foreign key: PostgreSQL checks each one per inserted row, and the other two follow
+    # from it (the loader writes a call with its session's workspace and an agent of that
+    # session). Deletes still cascade, through the ORM, as for every model here.
     workspace = models.ForeignKey(
-        Workspace, on_delete=models.CASCADE, related_name="+", db_index=False
+        Workspace, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
     )
     session = models.ForeignKey(
         Session, on_delete=models.CASCADE, related_name="calls", db_index=False
     )
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="calls", db_index=False)
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="calls", db_index=False, db_constraint=False
+    )
     key = models.CharField(
         max_length=300, help_text="Dedup key: message id + request id, response id, span id."
     )
@@ -256,8 +261,9 @@ class Call(WorkspaceOwned):
 class CallText(models.Model):
     """The call's messages, tool calls and tool results: zstd-compressed JSON, keyed by call."""
 
+    # Written in the same transaction as its call; no per-row foreign-key check (see Call).
     call = models.OneToOneField(
-        Call, primary_key=True, on_delete=models.CASCADE, related_name="text"
+        Call, primary_key=True, on_delete=models.CASCADE, related_name="text", db_constraint=False
     )
     data = models.BinaryField()
 
@@ -359,8 +365,14 @@ class TouchMode(models.TextChoices):
 class FileTouch(WorkspaceOwned):
     """A file path read or edited by a call, with its token position for reference distances."""
 
+    # As for Call: the session link is enforced by the database, the others follow from it.
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="file_touches")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="file_touches")
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="file_touches", db_constraint=False
+    )
     run_index = models.PositiveIntegerField(default=0)
     call_index = models.PositiveIntegerField()
     path = models.CharField(max_length=1000)

@@ -307,7 +307,9 @@ def _ingest_member(
                 {"file": display + ".meta.json", "line": None, "error": "sidecar is not valid JSON"}
             )
     parser = make_parser(chosen, member_name, sidecar if isinstance(sidecar, dict) else None)
-    loader = TraceLoader(workspace=workspace, summary=summary, file_name=display)
+    loader = TraceLoader(
+        workspace=workspace, summary=summary, file_name=display, derive_new_sessions=True
+    )
     try:
         for record in parser.parse(stream):
             loader.feed(record)
@@ -369,7 +371,7 @@ def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
         )
         reporter.set_counts(**summary.counts())
     sessions_derive(session_ids=touched)
-    if touched:
+    if touched or summary.derived_sessions:
         workspace_bump_data_version(workspace=workspace)
         analytics_refresh_queue(workspace=workspace)
     reporter.set_counts(**summary.counts())
@@ -435,7 +437,7 @@ def ingest_paths(
             if on_progress:
                 on_progress(done, total)
         sessions_derive(session_ids=touched)
-    if touched:
+    if touched or summary.derived_sessions:
         workspace_bump_data_version(workspace=workspace)
         if refresh_analytics:
             analytics_refresh_queue(workspace=workspace)
@@ -606,7 +608,7 @@ def ingest_bytes(
     summary = IngestSummary()
     touched = ingest_upload(workspace=workspace, upload=upload, summary=summary)
     sessions_derive(session_ids=touched)
-    if touched:
+    if touched or summary.derived_sessions:
         workspace_bump_data_version(workspace=workspace)
         if refresh_analytics:
             analytics_refresh_queue(workspace=workspace)

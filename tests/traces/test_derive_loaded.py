@@ -1,0 +1,188 @@
+"""Sessions a loader created are derived from the rows it wrote; the result must equal
+deriving them from the database, whatever the order files arrive in."""
+
+import pytest
+
+from tests.traces.factories import claude_assistant, claude_session, write_lines
+from traces import ingest as ingest_module
+from traces.models import (
+    Agent,
+    Call,
+    CallText,
+    Compaction,
+    FileTouch,
+    IngestedFile,
+    RawUpload,
+    Run,
+    Session,
+)
+from traces.services import sessions_derive
+from traces.synthetic import CorpusParams, generate_session
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+
+def derived_state() -> dict:
+    """Everything the derive step writes, keyed by natural keys (not ids)."""
+    return {
+        "sessions": sorted(
+            Session.objects.values_list(
+                "external_id", "agent_count", "call_count", "compaction_count", "input_tokens",
+                "cache_creation_tokens", "cache_read_tokens", "output_tokens", "max_context",
+                "started_at", "ended_at", "model_names",
+            )
+        ),
+        "agents": sorted(
+            Agent.objects.values_list(
+                "session__external_id", "external_id", "call_count", "max_context",
+                "total_tokens", "initial_context", "started_at", "ended_at", "start_kind",
+            )
+        ),
+        "calls": sorted(
+            Call.objects.values_list("session__external_id", "key", "session_index", "agent_index")
+        ),
+        "runs": sorted(
+            Run.objects.values_list(
+                "session__external_id", "agent__external_id", "index", "first_call_index",
+                "last_call_index", "call_count", "max_context", "median_context", "task_type",
+                "task_type_reason", "started_at", "ended_at",
+            )
+        ),
+        "compactions": sorted(
+            Compaction.objects.values_list(
+                "session__external_id", "key", "before_call_index", "after_call_index",
+                "pre_tokens", "post_tokens",
+            )
+        ),
+        "touches": sorted(
+            FileTouch.objects.values_list(
+                "session__external_id", "agent__external_id", "run_index", "call_index", "path",
+                "mode", "token_position",
+            )
+        ),
+    }  # fmt: skip
+
+
+def write_corpus(folder, sessions=4):
+    params = CorpusParams(sessions=sessions, steps_per_session=(150, 260), seed=11)
+    for index in range(sessions):
+        generated = generate_session(index, params)
+        (folder / f"{generated.session_id}.jsonl").write_bytes(b"\n".join(generated.lines) + b"\n")
+
+
+def test_loaded_derivation_equals_deriving_from_the_database(ingest, tmp_path):
+    write_corpus(tmp_path)
+    summary = ingest(tmp_path)
+    assert len(summary.derived_sessions) == 4  # every session took the in-loader path
+    assert Compaction.objects.exists() and Run.objects.filter(index__gt=0).exists()
+    assert Agent.objects.filter(kind="subagent").exists() and FileTouch.objects.exists()
+    loaded = derived_state()
+    assert loaded["runs"] and loaded["touches"]
+    sessions_derive(session_ids=Session.objects.values_list("id", flat=True))
+    assert derived_state() == loaded
+
+
+def test_a_session_in_two_files_is_derived_from_the_database_in_either_order(ingest, tmp_path):
+    main = tmp_path / "a" / "sess-1.jsonl"
+    sub = tmp_path / "a" / "sess-1" / "subagents" / "agent-abc.jsonl"
+    sub.parent.mkdir(parents=True)
+    write_lines(main, claude_session(30))
+    write_lines(
+        sub,
+        [
+            claude_assistant(
+                f"s{i}", f"rs{i}", t=40 + i, cr=9000 + 800 * i, sidechain=True, agentId="abc"
+            )
+            for i in range(6)
+        ],
+    )
+    states = []
+    for first, second in ((main, sub), (sub, main)):
+        Session.objects.all().delete()
+        IngestedFile.objects.all().delete()  # forget the files, so that they are read again
+        RawUpload.objects.all().delete()
+        ingest(first)
+        ingest(second)
+        assert Session.objects.get().call_count == 36
+        assert Agent.objects.get(external_id="abc").call_count == 6
+        states.append(derived_state())
+    assert states[0] == states[1]
+    sessions_derive(session_ids=Session.objects.values_list("id", flat=True))
+    assert derived_state() == states[1]
+
+
+def test_calls_out_of_time_order_across_batches_fall_back_to_the_database(
+    ingest, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ingest_module, "BATCH_SIZE", 5)
+    lines = claude_session(12)
+    # The last calls were written first: their batch holds the earliest timestamps.
+    early = [claude_assistant(f"e{i}", f"re{i}", t=-100 + i, cr=1000 * (i + 1)) for i in range(6)]
+    write_lines(tmp_path / "sess-1.jsonl", lines + early)
+    summary = ingest(tmp_path / "sess-1.jsonl")
+    assert summary.calls == 18 and not summary.derived_sessions
+    indexes = list(Call.objects.order_by("timestamp").values_list("session_index", flat=True))
+    assert indexes == list(range(18))  # the re-index put them in time order
+    assert Session.objects.get().call_count == 18
+
+
+def test_a_loader_over_its_memory_budget_leaves_derivation_to_the_database(
+    ingest, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ingest_module, "LOADED_DERIVE_MAX_CALLS", 10)
+    write_lines(tmp_path / "sess-1.jsonl", claude_session(25))
+    summary = ingest(tmp_path / "sess-1.jsonl")
+    assert not summary.derived_sessions
+    session = Session.objects.get()
+    assert session.call_count == 25 and Run.objects.filter(session=session).count() == 1
+
+
+def test_deleting_a_session_removes_its_calls_texts_and_touches(ingest, tmp_path):
+    write_corpus(tmp_path, sessions=2)
+    ingest(tmp_path)
+    doomed, kept = Session.objects.order_by("id")
+    counts = (
+        Call.objects.filter(session=kept).count(),
+        FileTouch.objects.filter(session=kept).count(),
+    )
+    doomed.delete()
+    assert not Call.objects.filter(session_id=doomed.pk).exists()
+    assert not FileTouch.objects.filter(session_id=doomed.pk).exists()
+    assert not Agent.objects.filter(session_id=doomed.pk).exists()
+    assert CallText.objects.count() == Call.objects.count() == counts[0]
+    assert FileTouch.objects.count() == counts[1]
+
+
+def test_a_session_another_loader_touched_meanwhile_is_derived_from_the_database(
+    workspace, ingest, tmp_path
+):
+    from traces.formats.claude_code import ClaudeCodeParser
+    from traces.ingest import IngestSummary, TraceLoader
+
+    main = tmp_path / "sess-1.jsonl"
+    write_lines(main, claude_session(30))
+    summary = IngestSummary()
+    loader = TraceLoader(
+        workspace=workspace,
+        summary=summary,
+        file_name=main.name,
+        batch_size=7,
+        derive_new_sessions=True,
+    )
+    with main.open("rb") as handle:
+        for record in ClaudeCodeParser(main.name).parse(handle):
+            loader.feed(record)
+    loader.flush()  # the first loader's calls are in; its derivation has not run yet
+    sub = tmp_path / "sess-1" / "subagents" / "agent-abc.jsonl"
+    sub.parent.mkdir(parents=True)
+    write_lines(
+        sub,
+        [claude_assistant(f"s{i}", f"rs{i}", t=40 + i, cr=9000, sidechain=True) for i in range(4)],
+    )
+    ingest(sub)  # a second loader adds calls to the same session and derives it
+    assert loader.finish() == set() and summary.derived_sessions == {Session.objects.get().pk}
+    session = Session.objects.get()
+    assert session.call_count == 34 and Run.objects.filter(session=session).count() >= 2
+    state = derived_state()
+    sessions_derive(session_ids=[session.pk])
+    assert derived_state() == state  # no duplicated runs or touches, nothing missing
