@@ -37,6 +37,11 @@ CALL_FIELDS = (
     "id", "agent_id", "session_index", "timestamp", "context_tokens", "input_tokens",
     "cache_creation_tokens", "cache_read_tokens", "output_tokens", "tool_names", "touches", "model",
 )  # fmt: skip
+RUN_COLUMNS = (
+    "workspace_id", "session_id", "agent_id", "index", "started_by_id", "first_call_index",
+    "last_call_index", "call_count", "max_context", "median_context", "task_type",
+    "task_type_reason", "started_at", "ended_at",
+)  # fmt: skip
 TOUCH_COLUMNS = (
     "workspace_id",
     "session_id",
@@ -208,7 +213,22 @@ def _store_runs(session: Session, runs, *, fresh: bool) -> None:
             if o.pk is not None
         ],
     )  # fmt: skip
-    Run.objects.bulk_create([obj for obj in objects if obj.pk is None], batch_size=1000)
+    new_runs = [obj for obj in objects if obj.pk is None]
+    if fresh and new_runs and connection.vendor == "postgresql":
+        _copy_rows(
+            "traces_run", RUN_COLUMNS, [[getattr(o, c) for c in RUN_COLUMNS] for o in new_runs]
+        )
+        return
+    Run.objects.bulk_create(new_runs, batch_size=1000)
+
+
+def _copy_rows(table: str, columns: tuple[str, ...], rows) -> None:
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
 
 
 def _update_many(sql: str, rows: list[tuple]) -> None:
@@ -237,14 +257,7 @@ def _store_touches(session: Session, touches, *, fresh: bool) -> None:
         for t in touches
     ]
     if connection.vendor == "postgresql":
-        with (
-            connection.cursor() as cursor,
-            cursor.cursor.copy(
-                f"COPY traces_filetouch ({', '.join(TOUCH_COLUMNS)}) FROM STDIN"
-            ) as copy,
-        ):
-            for row in rows:
-                copy.write_row(row)
+        _copy_rows("traces_filetouch", TOUCH_COLUMNS, rows)
         return
     FileTouch.objects.bulk_create(
         [FileTouch(**dict(zip(TOUCH_COLUMNS, row, strict=True))) for row in rows], batch_size=2000

@@ -142,6 +142,7 @@ class TraceLoader:
         self._loaded_last: dict[int, tuple] = {}  # fresh session -> last (timestamp, line)
         self._loaded_skipped: set[int] = set()
         self._loaded_count = 0
+        self._compaction_keys: set[tuple[int, str]] = set()
 
     # --- feeding -----------------------------------------------------------------
 
@@ -588,11 +589,15 @@ class TraceLoader:
                 source_line=record.line or None,
             )
         sessions = {session_pk for session_pk, _ in objects}
-        existing = set(
-            Compaction.objects.filter(
-                session_id__in=sessions, key__in=[k for _, k in objects]
-            ).values_list("session_id", "key")
-        )
+        if sessions <= self._new_sessions:  # only this loader has written to these sessions
+            existing = self._compaction_keys & set(objects)
+        else:
+            existing = set(
+                Compaction.objects.filter(
+                    session_id__in=sessions, key__in=[k for _, k in objects]
+                ).values_list("session_id", "key")
+            )
+        self._compaction_keys |= set(objects)
         with transaction.atomic():
             Compaction.objects.bulk_create(
                 list(objects.values()),

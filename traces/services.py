@@ -320,18 +320,22 @@ def _ingest_member(
     summary.files += 1
     summary.duplicates_dropped += stats.duplicates_dropped
     summary.malformed_lines += stats.malformed_lines
-    IngestedFile.objects.get_or_create(
-        workspace=workspace,
-        sha256=sha256,
-        defaults={
-            "upload": upload,
-            "member": display[:1000],
-            "harness": {"claude-code": "claude-code", "codex": "codex"}.get(chosen, "otlp"),
-            "lines": stats.lines,
-            "calls": stats.records,
-            "duplicates_dropped": stats.duplicates_dropped,
-            "malformed_lines": stats.malformed_lines,
-        },
+    # One INSERT … ON CONFLICT DO NOTHING: a concurrent worker may have recorded it first.
+    IngestedFile.objects.bulk_create(
+        [
+            IngestedFile(
+                workspace=workspace,
+                sha256=sha256,
+                upload=upload,
+                member=display[:1000],
+                harness={"claude-code": "claude-code", "codex": "codex"}.get(chosen, "otlp"),
+                lines=stats.lines,
+                calls=stats.records,
+                duplicates_dropped=stats.duplicates_dropped,
+                malformed_lines=stats.malformed_lines,
+            )
+        ],
+        ignore_conflicts=True,
     )
     return touched
 
