@@ -9,7 +9,9 @@ specifications and annotations link to them; file touches are rebuilt.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 
+import orjson
 from django.db import connection, transaction
 
 from traces.analysis.segments import CallRow, CompactionRow, derive_session
@@ -93,94 +95,170 @@ def sessions_derive_loaded(*, workspace_id: int, calls: dict[int, list[tuple]]) 
 
     `calls` maps session id to rows shaped like CALL_FIELDS, already in session order.
     This skips the re-index and the read-back of every call that `session_derive` needs
-    when calls may come from several files or out of order. A session that another
-    loader has meanwhile added calls to, or derived, is derived from the database
-    instead. PostgreSQL only; runs in the caller's transaction."""
+    when calls may come from several files or out of order, and the sessions share each
+    statement. A session that another loader has meanwhile added calls to, or derived,
+    is derived from the database instead. PostgreSQL only; runs in the caller's
+    transaction."""
     with connection.cursor() as cursor:
         cursor.execute(LOADED_CHECK_SQL, [list(calls)])
         states = cursor.fetchall()
-    for session_id, stored_calls, has_runs in states:
-        session = Session(pk=session_id, workspace_id=workspace_id)
-        rows = calls[session_id]
-        if stored_calls == len(rows) and not has_runs:
-            _derive_and_store(session, rows, fresh=True)
-        else:
-            _derive_from_database(session)
+    fresh = [pk for pk, stored, has_runs in states if stored == len(calls[pk]) and not has_runs]
+    for session_id in sorted({pk for pk, _, _ in states} - set(fresh)):
+        _derive_from_database(Session(pk=session_id, workspace_id=workspace_id))
+    compactions: dict[int, list[tuple]] = {pk: [] for pk in fresh}
+    for session_id, *row in Compaction.objects.filter(session_id__in=fresh).values_list(
+        "session_id", *COMPACTION_FIELDS
+    ):
+        compactions[session_id].append(tuple(row))
+    agents: dict[int, list[tuple]] = {pk: [] for pk in fresh}
+    for session_id, *row in Agent.objects.filter(session_id__in=fresh).values_list(
+        "session_id", *AGENT_FIELDS
+    ):
+        agents[session_id].append(tuple(row))
+    writes = _Writes()
+    for session_id in fresh:
+        _derive(
+            Session(pk=session_id, workspace_id=workspace_id),
+            calls[session_id],
+            compactions[session_id],
+            agents[session_id],
+            writes,
+        )
+    writes.store()
+
+
+COMPACTION_FIELDS = ("id", "agent_id", "timestamp", "kind", "pre_tokens", "post_tokens")
+AGENT_FIELDS = ("id", "parent_id", "kind", "start_kind")
+COMPACTION_SQL = (
+    "UPDATE traces_compaction SET before_call_index = %s, after_call_index = %s, "
+    "pre_tokens = %s, post_tokens = %s WHERE id = %s"
+)
+AGENT_SQL = (
+    "UPDATE traces_agent SET call_count = %s, max_context = %s, total_tokens = %s, "
+    "initial_context = %s, started_at = %s, ended_at = %s, start_kind = %s WHERE id = %s"
+)
+SESSION_UPDATED = (
+    "agent_count", "call_count", "compaction_count", "input_tokens", "cache_creation_tokens",
+    "cache_read_tokens", "output_tokens", "max_context", "started_at", "ended_at", "model_names",
+)  # fmt: skip
+SESSION_SQL = (
+    "UPDATE traces_session SET "  # noqa: S608 (column names are the constants above)
+    + ", ".join(f"{column} = %s" for column in SESSION_UPDATED)
+    + " WHERE id = %s"
+)
+
+
+@dataclass
+class _Writes:
+    """What derivation writes, gathered so that several sessions share each statement.
+
+    Plain executemany (pipelined by psycopg) instead of bulk_update: the ORM's CASE
+    expressions cost far more Python time than the statements cost the database."""
+
+    compactions: list[tuple] = field(default_factory=list)
+    agents: list[tuple] = field(default_factory=list)
+    sessions: list[tuple] = field(default_factory=list)
+    new_runs: list[Run] = field(default_factory=list)  # of fresh sessions: COPY
+    new_touches: list[tuple] = field(default_factory=list)  # of fresh sessions: COPY
+
+    def store(self) -> None:
+        _update_many(COMPACTION_SQL, self.compactions)
+        if self.new_runs:
+            if connection.vendor == "postgresql":
+                _copy_rows(
+                    "traces_run",
+                    RUN_COLUMNS,
+                    ([getattr(run, c) for c in RUN_COLUMNS] for run in self.new_runs),
+                )
+            else:
+                Run.objects.bulk_create(self.new_runs, batch_size=1000)
+        if self.new_touches:
+            _insert_touches(self.new_touches)
+        _update_many(AGENT_SQL, self.agents)
+        if connection.vendor == "postgresql":
+            _update_many(SESSION_SQL, self.sessions)
+            return
+        for *values, pk in self.sessions:  # let the ORM store dates the way it reads them
+            values[-1] = orjson.loads(values[-1])
+            Session.objects.filter(pk=pk).update(**dict(zip(SESSION_UPDATED, values, strict=True)))
 
 
 def _derive_and_store(session: Session, rows: list[tuple], *, fresh: bool) -> None:
-    """`rows` are the session's calls in session order, shaped like CALL_FIELDS."""
-    session_id = session.pk
+    """Derive one session from `rows`, its calls in session order (shaped like
+    CALL_FIELDS), and write the result."""
+    compaction_rows = list(
+        Compaction.objects.filter(session_id=session.pk).values_list(*COMPACTION_FIELDS)
+    )
+    agent_rows = list(Agent.objects.filter(session_id=session.pk).values_list(*AGENT_FIELDS))
+    writes = _Writes()
+    _derive(session, rows, compaction_rows, agent_rows, writes, fresh=fresh)
+    writes.store()
+
+
+def _derive(
+    session: Session,
+    rows: list[tuple],
+    compaction_rows: list[tuple],
+    agent_rows: list[tuple],
+    writes: _Writes,
+    *,
+    fresh: bool = True,
+) -> None:
+    """Add one session's derived rows to `writes`. Runs and touches of a session that may
+    have some already (not `fresh`) are reconciled with them here."""
     calls = [
         CallRow(pk, agent, index, ts, ctx, i + cc + cr + out, sig, touches)
         for pk, agent, index, ts, ctx, i, cc, cr, out, sig, touches, _model in rows
     ]
-    compaction_rows = list(
-        Compaction.objects.filter(session_id=session_id).values_list(
-            "id", "agent_id", "timestamp", "kind", "pre_tokens", "post_tokens"
-        )
-    )
-    agent_rows = list(
-        Agent.objects.filter(session_id=session_id).values_list(
-            "id", "parent_id", "kind", "start_kind"
-        )
-    )
     derived = derive_session(
         calls,
         [CompactionRow(*row) for row in compaction_rows],
         parents={pk: parent for pk, parent, _, _ in agent_rows},
         start_kinds={pk: start for pk, _, _, start in agent_rows},
     )
-    # Plain executemany (pipelined by psycopg) instead of bulk_update: the ORM's CASE
-    # expressions cost far more Python time than the statements cost the database.
-    _update_many(
-        "UPDATE traces_compaction SET before_call_index = %s, after_call_index = %s, pre_tokens = %s, post_tokens = %s WHERE id = %s",
-        [
-            (c.before_call_index, c.after_call_index, c.pre_tokens, c.post_tokens, c.id)
-            for c in derived.compactions
-        ],
+    writes.compactions.extend(
+        (c.before_call_index, c.after_call_index, c.pre_tokens, c.post_tokens, c.id)
+        for c in derived.compactions
     )
-    _store_runs(session, derived.runs, fresh=fresh)
-    _store_touches(session, derived.touches, fresh=fresh)
+    runs = _run_objects(session, derived.runs)
+    touches = _touch_rows(session, derived.touches)
+    if fresh:
+        writes.new_runs.extend(runs)
+        writes.new_touches.extend(touches)
+    else:
+        _store_runs(session, runs)
+        FileTouch.objects.filter(session_id=session.pk).delete()
+        if touches:
+            _insert_touches(touches)
     start_kinds = {pk: start for pk, _, _, start in agent_rows}
-    _update_many(
-        "UPDATE traces_agent SET call_count = %s, max_context = %s, total_tokens = %s, initial_context = %s, "
-        "started_at = %s, ended_at = %s, start_kind = %s WHERE id = %s",
-        [
-            (a.call_count, a.max_context, a.total_tokens, a.initial_context, a.started_at, a.ended_at,
-             a.start_kind or start_kinds[a.agent], a.agent)
-            for a in derived.agents
-        ],
+    writes.agents.extend(
+        (a.call_count, a.max_context, a.total_tokens, a.initial_context, a.started_at, a.ended_at,
+         a.start_kind or start_kinds[a.agent], a.agent)
+        for a in derived.agents
     )  # fmt: skip
     compaction_agents = {pk for pk, _, kind, _ in agent_rows if kind == AgentKind.COMPACTION}
     models = Counter(row[11] for row in rows if row[11])
-    Session.objects.filter(pk=session_id).update(
-        agent_count=sum(1 for _, _, kind, _ in agent_rows if kind != AgentKind.COMPACTION),
-        call_count=len(rows),
-        compaction_count=sum(1 for row in compaction_rows if row[3] == "full"),
-        input_tokens=sum(row[5] for row in rows),
-        cache_creation_tokens=sum(row[6] for row in rows),
-        cache_read_tokens=sum(row[7] for row in rows),
-        output_tokens=sum(row[8] for row in rows),
-        max_context=max((row[4] for row in rows if row[1] not in compaction_agents), default=0),
-        started_at=rows[0][3] if rows else None,
-        ended_at=max((row[3] for row in rows), default=None),
-        model_names=[name for name, _ in models.most_common()],
+    writes.sessions.append(
+        (
+            sum(1 for _, _, kind, _ in agent_rows if kind != AgentKind.COMPACTION),
+            len(rows),
+            sum(1 for row in compaction_rows if row[3] == "full"),
+            sum(row[5] for row in rows),
+            sum(row[6] for row in rows),
+            sum(row[7] for row in rows),
+            sum(row[8] for row in rows),
+            max((row[4] for row in rows if row[1] not in compaction_agents), default=0),
+            rows[0][3] if rows else None,
+            max((row[3] for row in rows), default=None),
+            orjson.dumps([name for name, _ in models.most_common()]).decode(),
+            session.pk,
+        )
     )
 
 
-def _store_runs(session: Session, runs, *, fresh: bool) -> None:
-    existing = {}
-    if not fresh:  # a session created by this transaction has no runs yet
-        existing = {
-            (agent, index): pk
-            for pk, agent, index in Run.objects.filter(session=session).values_list(
-                "id", "agent_id", "index"
-            )
-        }
-    objects = [
+def _run_objects(session: Session, runs) -> list[Run]:
+    return [
         Run(
-            pk=existing.get((run.agent, run.index)),
             workspace_id=session.workspace_id,
             session_id=session.pk,
             agent_id=run.agent,
@@ -198,7 +276,27 @@ def _store_runs(session: Session, runs, *, fresh: bool) -> None:
         )
         for run in runs
     ]
-    keep = {(run.agent, run.index) for run in runs}
+
+
+def _touch_rows(session: Session, touches) -> list[tuple]:
+    return [
+        (session.workspace_id, session.pk, t.agent, t.run_index, t.call_index, t.path, t.mode,
+         t.token_position)
+        for t in touches
+    ]  # fmt: skip
+
+
+def _store_runs(session: Session, objects: list[Run]) -> None:
+    """Upsert by (agent, index), keeping ids: specifications and annotations link to runs."""
+    existing = {
+        (agent, index): pk
+        for pk, agent, index in Run.objects.filter(session=session).values_list(
+            "id", "agent_id", "index"
+        )
+    }
+    for run in objects:
+        run.pk = existing.get((run.agent_id, run.index))
+    keep = {(run.agent_id, run.index) for run in objects}
     stale = [pk for key, pk in existing.items() if key not in keep]
     if stale:
         Run.objects.filter(pk__in=stale).delete()
@@ -213,13 +311,7 @@ def _store_runs(session: Session, runs, *, fresh: bool) -> None:
             if o.pk is not None
         ],
     )  # fmt: skip
-    new_runs = [obj for obj in objects if obj.pk is None]
-    if fresh and new_runs and connection.vendor == "postgresql":
-        _copy_rows(
-            "traces_run", RUN_COLUMNS, [[getattr(o, c) for c in RUN_COLUMNS] for o in new_runs]
-        )
-        return
-    Run.objects.bulk_create(new_runs, batch_size=1000)
+    Run.objects.bulk_create([obj for obj in objects if obj.pk is None], batch_size=1000)
 
 
 def _copy_rows(table: str, columns: tuple[str, ...], rows) -> None:
@@ -238,24 +330,7 @@ def _update_many(sql: str, rows: list[tuple]) -> None:
         cursor.executemany(sql, rows)
 
 
-def _store_touches(session: Session, touches, *, fresh: bool) -> None:
-    if not fresh:
-        FileTouch.objects.filter(session_id=session.pk).delete()
-    if not touches:
-        return
-    rows = [
-        (
-            session.workspace_id,
-            session.pk,
-            t.agent,
-            t.run_index,
-            t.call_index,
-            t.path,
-            t.mode,
-            t.token_position,
-        )
-        for t in touches
-    ]
+def _insert_touches(rows: list[tuple]) -> None:
     if connection.vendor == "postgresql":
         _copy_rows("traces_filetouch", TOUCH_COLUMNS, rows)
         return

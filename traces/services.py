@@ -217,6 +217,31 @@ def _meta_key(name: str) -> str:
     return os.path.basename(name).removesuffix(".meta.json").removesuffix(".jsonl")
 
 
+class _Ingestion:
+    """One loader shared by the files of an upload, or of a CLI chunk: their calls go to
+    the database in shared batches (fewer statements per small file), and each file is
+    recorded as ingested only once its calls are committed, so a killed worker's files
+    are read again by the retry."""
+
+    def __init__(self, *, workspace: Workspace, summary: IngestSummary):
+        self.workspace = workspace
+        self.summary = summary
+        self.loader = TraceLoader(
+            workspace=workspace, summary=summary, file_name="", derive_new_sessions=True
+        )
+        self.files: list[IngestedFile] = []
+
+    def finish(self) -> set[int]:
+        """Flush, derive what the loader may, record the files; returns the sessions
+        that still need the derive step."""
+        touched = self.loader.finish()
+        if self.files:
+            # INSERT … ON CONFLICT DO NOTHING: a concurrent worker may have recorded one first.
+            IngestedFile.objects.bulk_create(self.files, ignore_conflicts=True)
+            self.files = []
+        return touched
+
+
 def ingest_upload(
     *,
     workspace: Workspace,
@@ -226,14 +251,29 @@ def ingest_upload(
     extra_meta: dict[str, bytes] | None = None,
     on_bytes: Callable[[int], None] | None = None,
 ) -> set[int]:
-    """Ingest every transcript in one stored upload. Returns the sessions it touched."""
-    touched: set[int] = set()
-    with _local_path(upload) as path, _relaxed_commits():
+    """Ingest every transcript in one stored upload. Returns the sessions that still
+    need the derive step (`summary.derived_sessions` holds those already derived)."""
+    ingestion = _Ingestion(workspace=workspace, summary=summary)
+    with _relaxed_commits():
+        _ingest_upload_into(ingestion, upload, fmt=fmt, extra_meta=extra_meta, on_bytes=on_bytes)
+        return ingestion.finish()
+
+
+def _ingest_upload_into(
+    ingestion: _Ingestion,
+    upload: RawUpload,
+    *,
+    fmt: str = "auto",
+    extra_meta: dict[str, bytes] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+) -> None:
+    workspace, summary = ingestion.workspace, ingestion.summary
+    with _local_path(upload) as path:
         try:
             listing = inventory(path, upload.original_name, Limits(), known_sha256=upload.sha256)
         except ArchiveError as exc:
             summary.errors.append({"file": upload.original_name, "line": None, "error": str(exc)})
-            return touched
+            return
         for member, reason in listing.errors:
             summary.errors.append(
                 {"file": f"{upload.original_name}:{member}", "line": None, "error": reason}
@@ -245,6 +285,7 @@ def ingest_upload(
                 workspace=workspace, sha256__in=[m.sha256 for m in listing.members]
             ).values_list("sha256", flat=True)
         )
+        done |= {f.sha256 for f in ingestion.files}
         for member in listing.members:
             if member.sha256 in done:
                 summary.skipped_files += 1
@@ -253,15 +294,15 @@ def ingest_upload(
                 continue
             wanted.setdefault(member.name, member)
         if not wanted:
-            return touched
+            return
         try:
             for name, stream in open_members(path, listing.kind, upload.original_name, set(wanted)):
                 member = wanted[name]
                 display = (
                     name if listing.kind in {"plain", "gzip"} else f"{upload.original_name}:{name}"
                 )
-                touched |= _ingest_member(
-                    workspace=workspace,
+                _ingest_member(
+                    ingestion,
                     upload=upload,
                     display=display,
                     member_name=name,
@@ -269,25 +310,24 @@ def ingest_upload(
                     stream=stream,
                     fmt=fmt,
                     meta=meta,
-                    summary=summary,
                 )
                 if on_bytes:
                     on_bytes(member.size)
         except ArchiveError as exc:
             summary.errors.append({"file": upload.original_name, "line": None, "error": str(exc)})
-    return touched
 
 
 def _ingest_member(
-    *, workspace, upload, display, member_name, sha256, stream, fmt, meta, summary
-) -> set[int]:
+    ingestion: _Ingestion, *, upload, display, member_name, sha256, stream, fmt, meta
+) -> None:
+    summary = ingestion.summary
     head = stream.peek(8192)[:8192] if hasattr(stream, "peek") else b""
     chosen = fmt if fmt != "auto" else detect_format(member_name, head)
     if not head.strip():
         summary.errors.append(
             {"file": display, "line": None, "error": "empty file (nothing to ingest)"}
         )
-        return set()
+        return
     if chosen is None:
         summary.errors.append(
             {
@@ -296,7 +336,7 @@ def _ingest_member(
                 "error": "not a recognised trace format (Claude Code, Codex or OTLP/JSON)",
             }
         )
-        return set()
+        return
     sidecar = None
     raw_meta = meta.get(_meta_key(member_name))
     if raw_meta:
@@ -307,37 +347,30 @@ def _ingest_member(
                 {"file": display + ".meta.json", "line": None, "error": "sidecar is not valid JSON"}
             )
     parser = make_parser(chosen, member_name, sidecar if isinstance(sidecar, dict) else None)
-    loader = TraceLoader(
-        workspace=workspace, summary=summary, file_name=display, derive_new_sessions=True
-    )
+    loader = ingestion.loader
+    loader.file_name = display
     try:
         for record in parser.parse(stream):
             loader.feed(record)
     except (OSError, EOFError, ValueError) as exc:
         summary.errors.append({"file": display, "line": None, "error": f"stopped reading: {exc}"})
-    touched = loader.finish()
     stats = parser.stats
     summary.files += 1
     summary.duplicates_dropped += stats.duplicates_dropped
     summary.malformed_lines += stats.malformed_lines
-    # One INSERT … ON CONFLICT DO NOTHING: a concurrent worker may have recorded it first.
-    IngestedFile.objects.bulk_create(
-        [
-            IngestedFile(
-                workspace=workspace,
-                sha256=sha256,
-                upload=upload,
-                member=display[:1000],
-                harness={"claude-code": "claude-code", "codex": "codex"}.get(chosen, "otlp"),
-                lines=stats.lines,
-                calls=stats.records,
-                duplicates_dropped=stats.duplicates_dropped,
-                malformed_lines=stats.malformed_lines,
-            )
-        ],
-        ignore_conflicts=True,
+    ingestion.files.append(
+        IngestedFile(
+            workspace=ingestion.workspace,
+            sha256=sha256,
+            upload=upload,
+            member=display[:1000],
+            harness={"claude-code": "claude-code", "codex": "codex"}.get(chosen, "otlp"),
+            lines=stats.lines,
+            calls=stats.records,
+            duplicates_dropped=stats.duplicates_dropped,
+            malformed_lines=stats.malformed_lines,
+        )
     )
-    return touched
 
 
 def sessions_derive(*, session_ids: Iterable[int]) -> None:
@@ -411,10 +444,10 @@ def ingest_paths(
         wanted = path.name.endswith(".jsonl") and str(sibling) not in meta and sibling.exists()
         if wanted and sibling.stat().st_size <= 65536:
             meta[str(sibling)] = sibling.read_bytes()
+    transcripts = [path for path in files if not path.name.endswith(".meta.json")]
     tasks = [
-        (workspace.pk, getattr(user, "pk", None), str(path), fmt, meta)
-        for path in files
-        if not path.name.endswith(".meta.json")
+        (workspace.pk, getattr(user, "pk", None), chunk, fmt, meta)
+        for chunk in _chunks(transcripts, total=total, workers=workers)
     ]
     summary = IngestSummary()
     touched: set[int] = set()
@@ -424,7 +457,7 @@ def ingest_paths(
         connections.close_all()  # children must open their own connections
         context = multiprocessing.get_context("fork")
         with context.Pool(workers) as pool:
-            for part, part_touched, size in pool.imap_unordered(_ingest_file_task, tasks):
+            for part, part_touched, size in pool.imap_unordered(_ingest_files_task, tasks):
                 summary.merge(part)
                 touched |= part_touched
                 done += size
@@ -434,7 +467,7 @@ def ingest_paths(
             pool.map(_derive_task, [ids[i::workers] for i in range(workers)])
     else:
         for task in tasks:
-            part, part_touched, size = _ingest_file_task(task)
+            part, part_touched, size = _ingest_files_task(task)
             summary.merge(part)
             touched |= part_touched
             done += size
@@ -460,25 +493,52 @@ def ingest_paths(
     return summary
 
 
-def _ingest_file_task(task) -> tuple[IngestSummary, set[int], int]:
-    """Store and ingest one file (runs in a worker process when parallel)."""
-    workspace_pk, user_pk, path_name, fmt, meta = task
+CHUNK_BYTES = 32 * 1024 * 1024
+CHUNK_FILES = 64
+
+
+def _chunks(paths: list[Path], *, total: int, workers: int) -> list[list[str]]:
+    """Consecutive files (a session's subagent files sit beside it) in groups of up to
+    32 MiB or 64 files, small enough that every worker gets several."""
+    target = max(1, min(CHUNK_BYTES, total // max(1, workers * 4)))
+    chunks: list[list[str]] = []
+    size = 0
+    for path in paths:
+        if not chunks or size >= target or len(chunks[-1]) >= CHUNK_FILES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(str(path))
+        size += path.stat().st_size
+    return chunks
+
+
+def _ingest_files_task(task) -> tuple[IngestSummary, set[int], int]:
+    """Store and ingest a chunk of files through one loader (in a worker process when parallel)."""
+    workspace_pk, user_pk, path_names, fmt, meta = task
     workspace = Workspace.objects.get(pk=workspace_pk)
-    path = Path(path_name)
+    user = get_user_model().objects.filter(pk=user_pk).first() if user_pk else None
     summary = IngestSummary()
-    with open(path, "rb") as handle:
-        upload, _ = raw_upload_store(
-            workspace=workspace,
-            name=path.name,
-            chunks=iter(lambda: handle.read(CHUNK), b""),
-            source=UploadSource.CLI,
-            user=get_user_model().objects.filter(pk=user_pk).first() if user_pk else None,
-            durable=False,
-        )
-    touched = ingest_upload(
-        workspace=workspace, upload=upload, summary=summary, fmt=fmt, extra_meta=meta
-    )
-    return summary, touched, path.stat().st_size
+    uploads = []
+    size = 0
+    for path_name in path_names:  # stored (and committed) before any of it is parsed
+        path = Path(path_name)
+        with open(path, "rb") as handle:
+            upload, _ = raw_upload_store(
+                workspace=workspace,
+                name=path.name,
+                chunks=iter(lambda: handle.read(CHUNK), b""),
+                source=UploadSource.CLI,
+                user=user,
+                durable=False,
+            )
+        uploads.append(upload)
+        size += path.stat().st_size
+    ingestion = _Ingestion(workspace=workspace, summary=summary)
+    with _relaxed_commits():
+        for upload in uploads:
+            _ingest_upload_into(ingestion, upload, fmt=fmt, extra_meta=meta)
+        touched = ingestion.finish()
+    return summary, touched, size
 
 
 def _derive_task(session_ids: list[int]) -> None:
