@@ -186,3 +186,49 @@ def test_a_session_another_loader_touched_meanwhile_is_derived_from_the_database
     state = derived_state()
     sessions_derive(session_ids=[session.pk])
     assert derived_state() == state  # no duplicated runs or touches, nothing missing
+
+
+def test_files_sharing_a_loader_are_recorded_only_once_their_calls_are_committed(
+    workspace, tmp_path
+):
+    from traces.ingest import IngestSummary
+    from traces.services import _ingest_upload_into, _Ingestion, raw_upload_store
+
+    uploads = []
+    for n in range(2):
+        data = ("\n".join(claude_session(20, session=f"sess-{n}")) + "\n").encode()
+        upload, _ = raw_upload_store(
+            workspace=workspace, name=f"sess-{n}.jsonl", chunks=[data], source="cli"
+        )
+        uploads.append(upload)
+    ingestion = _Ingestion(workspace=workspace, summary=IngestSummary())
+    for upload in uploads:
+        _ingest_upload_into(ingestion, upload)
+    # The worker dies here: its calls were still in the shared batch, and no file was
+    # recorded as ingested, so the retry reads both files again.
+    assert Call.objects.count() == 0 and not IngestedFile.objects.exists()
+    retry = _Ingestion(workspace=workspace, summary=IngestSummary())
+    for upload in uploads:
+        _ingest_upload_into(retry, upload)
+    # The sessions were created before the worker died, so the retry leaves them to the
+    # derive step, as for any session that existed before.
+    pending = retry.finish()
+    assert pending == set(Session.objects.values_list("id", flat=True)) and len(pending) == 2
+    assert Call.objects.count() == 40 and IngestedFile.objects.count() == 2
+    sessions_derive(session_ids=pending)
+    assert sorted(Session.objects.values_list("call_count", flat=True)) == [20, 20]
+    assert retry.summary.files == 2 and retry.summary.calls == 40
+
+
+def test_chunks_keep_file_order_and_give_every_worker_several(tmp_path):
+    from traces.services import CHUNK_FILES, _chunks
+
+    paths = []
+    for n in range(200):
+        path = tmp_path / f"{n:03}.jsonl"
+        path.write_bytes(b"x" * 1000)
+        paths.append(path)
+    chunks = _chunks(paths, total=200_000, workers=2)
+    assert [p for chunk in chunks for p in chunk] == [str(p) for p in paths]
+    assert len(chunks) >= 8 and max(len(c) for c in chunks) <= CHUNK_FILES
+    assert _chunks(paths[:1], total=1000, workers=2) == [[str(paths[0])]]
