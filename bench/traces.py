@@ -1,5 +1,8 @@
 """Trace ingestion benchmark: `python -m bench.traces [--calls 300000] [--workers 2] [--repeat 3]`.
 
+With `--compare-to REVISION`, each of our ingest runs is followed by one with that
+revision's code (a temporary git worktree, its own database), for a same-run baseline.
+
 1. Generates (once, cached in bench/out/) a Claude Code corpus of at least --calls
    deduplicated calls with `traces.synthetic` (streamed duplicate lines and tool results,
    so about 3.1 lines per call).
@@ -87,15 +90,16 @@ def parse_floor(folder: Path) -> float:
 # --- ingest ------------------------------------------------------------------------
 
 
-def fresh_database(name: str) -> str:
+def fresh_database(name: str, root: Path = ROOT) -> str:
+    """An empty database migrated by the code in `root` (this tree or a baseline's)."""
     subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", name], check=True)
     subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", name], check=True)
     url = PG.format(name)
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SECURE_SSL_REDIRECT": "0"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=root, env=env, check=True)
     subprocess.run(
         [sys.executable, "manage.py", "create_workspace", "bench"],
-        cwd=ROOT,
+        cwd=root,
         env=env,
         check=True,
         capture_output=True,
@@ -103,8 +107,9 @@ def fresh_database(name: str) -> str:
     return url
 
 
-def ingest_once(folder: Path, workers: int, var_dir: Path) -> dict:
-    url = fresh_database("gov_bench_traces")
+def ingest_once(folder: Path, workers: int, var_dir: Path, root: Path = ROOT) -> dict:
+    # The baseline gets its own database: the load floor is measured on ours afterwards.
+    url = fresh_database("gov_bench_traces" + ("" if root == ROOT else "_baseline"), root)
     shutil.rmtree(var_dir, ignore_errors=True)
     env = {
         **os.environ,
@@ -122,8 +127,25 @@ def ingest_once(folder: Path, workers: int, var_dir: Path) -> dict:
         "--workers",
         str(workers),
     ]
-    result = subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=root, env=env, check=True, capture_output=True, text=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def baseline_tree(revision: str) -> Path:
+    """A git worktree of an earlier revision, to run its ingest interleaved with ours."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short=12", revision],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    path = OUT / f"baseline-{commit}"
+    if not path.exists():
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(path), commit], cwd=ROOT, check=True
+        )
+    return path
 
 
 def _ingest_child(folder: str, workers: int) -> None:
@@ -329,6 +351,11 @@ def main() -> None:
     parser.add_argument("--otlp-clients", type=int, default=4)
     parser.add_argument("--skip-otlp", action="store_true")
     parser.add_argument("--only-otlp", action="store_true", help="Measure only the OTLP receiver.")
+    parser.add_argument(
+        "--compare-to",
+        metavar="REVISION",
+        help="Also ingest with the code of this git revision, each run interleaved with ours.",
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
@@ -360,13 +387,23 @@ def main() -> None:
 def ingest_benchmark(args) -> str:
     folder, corpus = build_corpus(args.calls)
     log(f"corpus: {corpus}")
-    floors = [parse_floor(folder) for _ in range(args.repeat)]
-    floor = statistics.median(floors)
-    log(f"parse floor: {floors}")
-    runs = []
+    baseline = baseline_tree(args.compare_to) if args.compare_to else None
+    # Floors, our runs and baseline runs alternate: this machine's speed drifts by tens of
+    # percent within minutes, and each ratio should compare like with like.
+    floors, runs, baseline_runs = [], [], []
     for attempt in range(args.repeat):
+        floors.append(parse_floor(folder))
         runs.append(ingest_once(folder, args.workers, OUT / "traces-var"))
-        log(f"ingest run {attempt + 1}: {runs[-1]}")
+        log(f"parse floor {floors[-1]:.2f} s; ingest run {attempt + 1}: {runs[-1]}")
+        if baseline:
+            baseline_runs.append(ingest_once(folder, args.workers, OUT / "traces-var", baseline))
+            log(f"baseline run {attempt + 1}: {baseline_runs[-1]}")
+    if baseline:
+        subprocess.run(
+            ["git", "worktree", "remove", "--force", str(baseline)], cwd=ROOT, check=False
+        )
+    floor = statistics.median(floors)
+    paired = statistics.median(r["seconds"] / f for r, f in zip(runs, floors, strict=True))
     load_floors = [database_floor(PG.format("gov_bench_traces")) for _ in range(args.repeat)]
     log(f"database load floor: {load_floors}")
     load_floor = statistics.median(load_floors)
@@ -379,16 +416,32 @@ def ingest_benchmark(args) -> str:
         f"| Corpus | {corpus['calls']:,} deduplicated calls in {corpus['sessions']:,} session files, {corpus['lines']:,} lines, {corpus['bytes'] / 1e6:,.0f} MB, {corpus['compactions']:,} compactions | ≥ 300,000 calls, ~1M lines |",
         f"| Bare parse floor (orjson over every line), median of {len(floors)} | {floor:.1f} s ({corpus['lines'] / floor:,.0f} lines/s) | baseline |",
         f"| End-to-end ingest into PostgreSQL, {args.workers} worker processes, median of {len(runs)} | {seconds:.1f} s → **{calls_per_s:,.0f} calls/s** | ≥ 30,000 calls/s |",
-        f"| Ingest ÷ parse floor | **{seconds / floor:.2f}×** | ≤ 3× |",
+        f"| Ingest ÷ parse floor: ratio of the medians; median of each run ÷ the floor measured just before it | **{seconds / floor:.2f}×**; {paired:.2f}× | ≤ 3× |",
         f"| Database load floor: COPY of the same call rows and texts alone (binary, server-side, same indexes, no parsing), median of {len(load_floors)} | {load_floor:.1f} s ({corpus['calls'] / load_floor:,.0f} calls/s); {load_floor / floor:.1f}× the parse floor | baseline |",
         f"| Ingest ÷ (parse floor + database load floor) | **{seconds / (floor + load_floor):.2f}×** | – |",
         f"| Peak RSS (largest process) | **{rss:.0f} MB** | ≤ 300 MB |",
+        *(
+            [
+                f"| Same-run baseline: ingest with the code at `{args.compare_to}` ({baseline.name.removeprefix('baseline-')}), its runs interleaved with ours, median of {len(baseline_runs)} | {statistics.median(r['seconds'] for r in baseline_runs):.1f} s ({corpus['calls'] / statistics.median(r['seconds'] for r in baseline_runs):,.0f} calls/s); ours takes **{seconds / statistics.median(r['seconds'] for r in baseline_runs):.2f}×** its time | – |"
+            ]
+            if baseline
+            else []
+        ),
         f"| Calls loaded / duplicate lines dropped / compactions / errors | {runs[-1]['calls']:,} / {runs[-1]['duplicates']:,} / {runs[-1]['compactions']:,} / {runs[-1]['errors']} | all calls, no errors |",
     ]
     return "\n".join(rows) + (
         "\n\nEach ingest run starts from an empty database. The ingest includes storing a raw copy of every file, "
         "the dedup, the COPY load with per-call compressed text, and deriving runs, compactions and file touches. "
-        "Per-run figures: " + "; ".join(f"{r['seconds']:.1f} s" for r in runs) + "."
+        "Per-run figures: "
+        + "; ".join(f"{r['seconds']:.1f} s" for r in runs)
+        + "; parse floors: "
+        + "; ".join(f"{f:.1f} s" for f in floors)
+        + (
+            "; baseline: " + "; ".join(f"{r['seconds']:.1f} s" for r in baseline_runs)
+            if baseline
+            else ""
+        )
+        + "."
     )
 
 
