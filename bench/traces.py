@@ -375,6 +375,7 @@ def main() -> None:
                 "|---|---|---|",
                 f"| OTLP/HTTP on loopback: {otlp['spans']:,} spans in 500-span protobuf batches from {args.otlp_clients} clients, gunicorn with 2 workers, a Celery worker deriving sessions in the background | **{otlp['spans_per_s']:,.0f} spans/s** ({otlp['failures']} failed requests; {otlp['stored_calls']:,} calls stored) | ≥ 10,000 spans/s |",
                 f"| Baseline: in-process protobuf decode and normalisation of the same batches | {otlp['decode_spans_per_s']:,.0f} spans/s | – |",
+                f"| Receiver ÷ decode baseline (the share of the decode rate the whole receiver keeps; compare across runs, since this machine's speed drifts) | {otlp['spans_per_s'] / otlp['decode_spans_per_s']:.2f} | – |",
             ]
         ) + (
             "\n\nEvery request stores its raw body (fsynced) and its calls before answering; "
