@@ -79,7 +79,13 @@ def _derive_from_database(session: Session) -> None:
             .order_by("session_index")
             .values_list(*CALL_FIELDS)
         )
-    _derive_and_store(session, rows, fresh=False)
+    compaction_rows = list(
+        Compaction.objects.filter(session_id=session.pk).values_list(*COMPACTION_FIELDS)
+    )
+    agent_rows = list(Agent.objects.filter(session_id=session.pk).values_list(*AGENT_FIELDS))
+    writes = _Writes()
+    _derive(session, rows, compaction_rows, agent_rows, writes, fresh=False)
+    writes.store()
 
 
 LOADED_CHECK_SQL = """
@@ -181,18 +187,6 @@ class _Writes:
         for *values, pk in self.sessions:  # let the ORM store dates the way it reads them
             values[-1] = orjson.loads(values[-1])
             Session.objects.filter(pk=pk).update(**dict(zip(SESSION_UPDATED, values, strict=True)))
-
-
-def _derive_and_store(session: Session, rows: list[tuple], *, fresh: bool) -> None:
-    """Derive one session from `rows`, its calls in session order (shaped like
-    CALL_FIELDS), and write the result."""
-    compaction_rows = list(
-        Compaction.objects.filter(session_id=session.pk).values_list(*COMPACTION_FIELDS)
-    )
-    agent_rows = list(Agent.objects.filter(session_id=session.pk).values_list(*AGENT_FIELDS))
-    writes = _Writes()
-    _derive(session, rows, compaction_rows, agent_rows, writes, fresh=fresh)
-    writes.store()
 
 
 def _derive(
