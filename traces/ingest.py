@@ -27,6 +27,7 @@ from traces.formats.records import (
 from traces.models import Agent, AgentKind, Call, CallText, Compaction, IngestedFile, Session
 
 BATCH_SIZE = 5000
+SESSION_ID_LENGTH = 200  # Session.external_id's max_length
 # A loader derives the sessions it created itself while their call rows fit in this many
 # rows of memory; beyond it, the derive step reads them back from the database instead.
 LOADED_DERIVE_MAX_CALLS = 100_000
@@ -37,6 +38,12 @@ CALL_COLUMNS = (
     "reasoning_tokens", "context_tokens", "is_sidechain", "tool_names", "touches", "source_line",
     "source_file_id",
 )  # fmt: skip
+# PostgreSQL types of CALL_COLUMNS, for binary COPY (varchar columns take text).
+CALL_TYPES = (
+    "int8", "int8", "int8", "text", "int4", "int4", "timestamptz", "text", "int8", "int8", "int8",
+    "int8", "int8", "int8", "bool", "text", "text", "int4", "int8",
+)  # fmt: skip
+TEXT_TYPES = ("int8", "bytea")
 UPDATED_ON_CONFLICT = (
     "model", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens",
     "reasoning_tokens", "context_tokens", "is_sidechain", "tool_names", "touches", "source_line",
@@ -129,7 +136,9 @@ class TraceLoader:
         self._session_updates: dict[int, SessionInfo] = {}
         self._agents: dict[tuple[int, str], int] = {}
         self._pending_agents: dict[tuple[int, str], AgentInfo] = {}
-        self._calls: dict[tuple[int, str], CallRecord] = {}
+        self._waiting_infos: dict[tuple[str, str], list[SessionInfo]] = {}
+        self._waiting_agents: dict[tuple[str, str, str], AgentInfo] = {}
+        self._calls: dict[tuple[str, str, str], CallRecord] = {}
         self._compactions: list[CompactionRecord] = []
         self.touched_sessions: set[int] = set()
         self._new_sessions: set[int] = set()
@@ -147,9 +156,9 @@ class TraceLoader:
     # --- feeding -----------------------------------------------------------------
 
     def feed(self, record) -> None:
+        # Sessions are looked up or created in bulk at the next flush, by name until then.
         if isinstance(record, CallRecord):
-            session_pk = self._session_pk(record.harness, record.session_id)
-            key = (session_pk, record.key)
+            key = (record.harness, record.session_id[:SESSION_ID_LENGTH], record.key)
             existing = self._calls.get(key)
             if existing is None or record.output_tokens >= existing.output_tokens:
                 self._calls[key] = record
@@ -160,16 +169,42 @@ class TraceLoader:
                 {"file": self.file_name, "line": record.line, "error": record.message}
             )
         elif isinstance(record, SessionInfo):
-            session_pk = self._session_pk(record.harness, record.external_id, record)
-            if self._created_with.get(session_pk) == record:
-                return  # the session was created with exactly this information
-            previous = self._session_updates.get(session_pk)
-            self._session_updates[session_pk] = _merge_info(previous, record)
+            name = (record.harness, record.external_id[:SESSION_ID_LENGTH])
+            session_pk = self._sessions.get(name)
+            if session_pk is None:
+                self._waiting_infos.setdefault(name, []).append(record)
+            else:
+                self._note_info(session_pk, record)
         elif isinstance(record, AgentInfo):
-            session_pk = self._session_pk(record.harness, record.session_id)
-            self._pending_agents[(session_pk, record.agent_id)] = record
+            name = (record.harness, record.session_id[:SESSION_ID_LENGTH])
+            self._waiting_agents[(*name, record.agent_id)] = record
         elif isinstance(record, CompactionRecord):
             self._compactions.append(record)
+
+    def _note_info(self, session_pk: int, info: SessionInfo) -> None:
+        if self._created_with.get(session_pk) == info:
+            return  # the session was created with exactly this information
+        previous = self._session_updates.get(session_pk)
+        self._session_updates[session_pk] = _merge_info(previous, info)
+
+    def _resolve_sessions(self) -> None:
+        """Look up or create, in bulk, every session named since the last flush."""
+        names = {(harness, external) for harness, external, _ in self._calls}
+        names |= {(c.harness, c.session_id[:SESSION_ID_LENGTH]) for c in self._compactions}
+        names |= {(harness, external) for harness, external, _ in self._waiting_agents}
+        names |= set(self._waiting_infos)
+        names -= set(self._sessions)
+        if names:
+            infos = self._waiting_infos
+            self.prepare_sessions(
+                [infos[name][0] if name in infos else SessionInfo(*name) for name in names]
+            )
+        for name, waiting in self._waiting_infos.items():
+            for info in waiting:
+                self._note_info(self._sessions[name], info)
+        for (harness, external, agent_id), info in self._waiting_agents.items():
+            self._pending_agents[(self._sessions[(harness, external)], agent_id)] = info
+        self._waiting_infos, self._waiting_agents = {}, {}
 
     def finish(self) -> set[int]:
         self.flush()
@@ -215,7 +250,7 @@ class TraceLoader:
     # --- sessions and agents -------------------------------------------------------
 
     def _session_pk(self, harness: str, external_id: str, info: SessionInfo | None = None) -> int:
-        cache_key = (harness, external_id)
+        cache_key = (harness, external_id[:SESSION_ID_LENGTH])
         pk = self._sessions.get(cache_key)
         if pk is not None:
             return pk
@@ -231,7 +266,7 @@ class TraceLoader:
             Session,
             workspace=self.workspace,
             harness=harness,
-            external_id=external_id[:200],
+            external_id=external_id[:SESSION_ID_LENGTH],
             defaults=defaults,
         )
         if created:
@@ -244,11 +279,12 @@ class TraceLoader:
         return session.pk
 
     def prepare_sessions(self, infos: list[SessionInfo]) -> None:
-        """Get or create many sessions in three statements (OTLP requests carry several)."""
+        """Get or create many sessions in three statements; the first info of each is what
+        a created session starts with."""
         wanted = {
-            (i.harness, i.external_id[:200]): i
+            (i.harness, i.external_id[:SESSION_ID_LENGTH]): i
             for i in infos
-            if (i.harness, i.external_id[:200]) not in self._sessions
+            if (i.harness, i.external_id[:SESSION_ID_LENGTH]) not in self._sessions
         }
         if not wanted:
             return
@@ -273,9 +309,10 @@ class TraceLoader:
         try:
             with transaction.atomic():
                 Session.objects.bulk_create(missing)
-        except IntegrityError:  # a concurrent request created one of them: fall back one by one
+        except IntegrityError:  # a concurrent loader created one of them: fall back one by one
             for session in missing:
-                self._session_pk(session.harness, session.external_id)
+                name = (session.harness, session.external_id)
+                self._session_pk(*name, wanted[name])
             return
         for session in missing:
             self._sessions[(session.harness, session.external_id)] = session.pk
@@ -385,7 +422,12 @@ class TraceLoader:
     # --- flushing ---------------------------------------------------------------------
 
     def flush(self) -> None:
-        calls = self._calls
+        self._resolve_sessions()
+        sessions = self._sessions
+        calls = {
+            (sessions[(harness, external)], key): record
+            for (harness, external, key), record in self._calls.items()
+        }
         compactions = self._compactions
         self._calls, self._compactions = {}, []
         wanted = {(session_pk, record.agent_id) for (session_pk, _), record in calls.items()}
@@ -472,12 +514,16 @@ class TraceLoader:
             compress = self._compressor.compress
             try:
                 with transaction.atomic():
-                    with cursor.cursor.copy(f"COPY traces_call ({columns}) FROM STDIN") as copy:
+                    with cursor.cursor.copy(
+                        f"COPY traces_call ({columns}) FROM STDIN (FORMAT BINARY)"
+                    ) as copy:
+                        copy.set_types(("int8", *CALL_TYPES))
                         for pk, row in zip(ids, rows, strict=True):
                             copy.write_row((pk, *row))
                     with cursor.cursor.copy(
-                        "COPY traces_calltext (call_id, data) FROM STDIN"
+                        "COPY traces_calltext (call_id, data) FROM STDIN (FORMAT BINARY)"
                     ) as copy:
+                        copy.set_types(TEXT_TYPES)
                         for pk, row in zip(ids, rows, strict=True):
                             copy.write_row((pk, compress(orjson.dumps(texts[(row[1], row[3])]))))
             except (IntegrityError, UniqueViolation):  # the raw COPY raises psycopg's own error

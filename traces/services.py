@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import glob as globmodule
 import hashlib
 import multiprocessing
@@ -456,7 +457,9 @@ def ingest_paths(
     if parallel:
         connections.close_all()  # children must open their own connections
         context = multiprocessing.get_context("fork")
-        with context.Pool(workers) as pool:
+        # gc.freeze: the collector then skips the heap the workers inherit (Django, the
+        # app), which otherwise it walks again and again while parsing allocates.
+        with context.Pool(workers, initializer=gc.freeze) as pool:
             for part, part_touched, size in pool.imap_unordered(_ingest_files_task, tasks):
                 summary.merge(part)
                 touched |= part_touched

@@ -204,20 +204,22 @@ def test_files_sharing_a_loader_are_recorded_only_once_their_calls_are_committed
     ingestion = _Ingestion(workspace=workspace, summary=IngestSummary())
     for upload in uploads:
         _ingest_upload_into(ingestion, upload)
-    # The worker dies here: its calls were still in the shared batch, and no file was
-    # recorded as ingested, so the retry reads both files again.
-    assert Call.objects.count() == 0 and not IngestedFile.objects.exists()
+    # The worker dies here: its calls and sessions were still in the shared batch, and no
+    # file was recorded as ingested, so the retry reads both files again.
+    assert not Session.objects.exists() and not Call.objects.exists()
+    assert not IngestedFile.objects.exists()
     retry = _Ingestion(workspace=workspace, summary=IngestSummary())
     for upload in uploads:
         _ingest_upload_into(retry, upload)
-    # The sessions were created before the worker died, so the retry leaves them to the
-    # derive step, as for any session that existed before.
     pending = retry.finish()
-    assert pending == set(Session.objects.values_list("id", flat=True)) and len(pending) == 2
     assert Call.objects.count() == 40 and IngestedFile.objects.count() == 2
-    sessions_derive(session_ids=pending)
+    # The retry created both sessions, so it derived them from the rows it loaded.
+    assert pending == set() and retry.summary.derived_sessions == set(
+        Session.objects.values_list("id", flat=True)
+    )
     assert sorted(Session.objects.values_list("call_count", flat=True)) == [20, 20]
     assert retry.summary.files == 2 and retry.summary.calls == 40
+    assert retry.summary.sessions == 2
 
 
 def test_chunks_keep_file_order_and_give_every_worker_several(tmp_path):

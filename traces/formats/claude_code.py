@@ -61,7 +61,7 @@ def parse_timestamp(value) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(value)  # takes a trailing "Z" since Python 3.11
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
@@ -110,7 +110,6 @@ class ClaudeCodeParser:
         self._sidechain_agent: dict[str, str] = {}  # uuid -> agent id (sidechain lines only)
         self._spawn_prompts: dict[str, tuple[str, str, str]] = {}  # prompt -> (tool id, desc, type)
         self._prompts: dict[str, str] = {}  # agent id -> last user prompt text
-        self._timestamps: dict[str, datetime] = {}  # raw timestamp -> parsed (a small cache)
         self._open_compaction: CompactionRecord | None = None
         self._last_session = ""
         self._pending_title = ""  # a summary line before any session id
@@ -331,15 +330,10 @@ class ClaudeCodeParser:
         pending = self._pending.get(key)
         if pending is None:
             raw_time = entry.get("timestamp")
-            timestamp = self._timestamps.get(raw_time) if type(raw_time) is str else None
+            timestamp = parse_timestamp(raw_time)
             if timestamp is None:
-                timestamp = parse_timestamp(raw_time)
-                if timestamp is None:
-                    self._error(line, f"field 'timestamp' is missing or not ISO-8601: {raw_time!r}")
-                    return
-                if len(self._timestamps) > 4096:
-                    self._timestamps.clear()
-                self._timestamps[raw_time] = timestamp
+                self._error(line, f"field 'timestamp' is missing or not ISO-8601: {raw_time!r}")
+                return
             if key in self._recent_keys:
                 # A late line for a call already emitted: emit it again; the loader keeps the larger.
                 self.stats.duplicates_dropped += 1
@@ -541,14 +535,20 @@ class ClaudeCodeParser:
     # --- flushing -----------------------------------------------------------------
 
     def _flush(self, line: int) -> None:
+        """Emit the oldest calls that wait for no tool result, down to the window."""
         pending = self._pending
-        for key in list(pending):
-            if len(pending) <= FLUSH_WINDOW:
-                break
-            item = pending[key]
-            if item.open_tools and line - item.first_line < WAIT_WINDOW_LINES:
-                continue
-            self._out.append(self._emit(key))
+        while len(pending) > FLUSH_WINDOW:
+            ready = next(
+                (
+                    key
+                    for key, item in pending.items()
+                    if not item.open_tools or line - item.first_line >= WAIT_WINDOW_LINES
+                ),
+                None,
+            )
+            if ready is None:
+                return
+            self._out.append(self._emit(ready))
 
     def _flush_all(self) -> None:
         for key in list(self._pending):

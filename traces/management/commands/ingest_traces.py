@@ -1,5 +1,6 @@
 """ingest_traces PATH… [--workspace SLUG] [--format auto|claude-code|codex|otlp-json] [--json]"""
 
+import gc
 import json
 import sys
 
@@ -53,6 +54,7 @@ class Command(BaseCommand):
             if progress is not None:
                 progress.update(task, completed=done, total=total)
 
+        gc.freeze()  # a one-shot process: the collector need not walk what is loaded so far
         try:
             summary = ingest_paths(
                 workspace=target,
