@@ -10,6 +10,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -78,6 +79,44 @@ def raw_upload_store(
     still exists, and an fsync per file would dominate ingesting a folder of transcripts.
     Returns (upload, created). The same bytes in the same workspace are stored once.
     """
+    spooled = _spool(name, chunks, max_bytes=max_bytes, durable=durable)
+    return _raw_uploads_keep(
+        workspace, [spooled], source=source, user=user, content_type=content_type
+    )[0]
+
+
+def raw_uploads_store_paths(
+    *, workspace: Workspace, paths: list[Path], source: str, user=None
+) -> list[RawUpload]:
+    """`raw_upload_store` (not durable) for several local files, with one lookup and one
+    insert for all of them."""
+    spooled = []
+    try:
+        for path in paths:
+            with open(path, "rb") as handle:
+                spooled.append(
+                    _spool(path.name, iter(lambda: handle.read(CHUNK), b""), durable=False)
+                )
+        return [
+            upload for upload, _ in _raw_uploads_keep(workspace, spooled, source=source, user=user)
+        ]
+    finally:
+        for item in spooled:
+            _remove_if_present(item.temp_path)
+
+
+@dataclass
+class _Spooled:
+    name: str
+    temp_path: str
+    sha256: str
+    size: int
+
+
+def _spool(
+    name: str, chunks: Iterable[bytes], *, max_bytes: int | None = None, durable: bool
+) -> _Spooled:
+    """Write the bytes to a temp file, hashing them on the way."""
     limit = max_bytes if max_bytes is not None else settings.GOVERNANCE_MAX_UPLOAD_BYTES
     digest = hashlib.sha256()
     size = 0
@@ -92,37 +131,85 @@ def raw_upload_store(
         handle.flush()
         if durable:
             os.fsync(handle.fileno())
+    except BaseException:
         handle.close()
-        sha256 = digest.hexdigest()
-        existing = RawUpload.objects.filter(workspace=workspace, sha256=sha256).first()
-        if existing is not None:
-            return existing, False
-        upload = RawUpload(
-            workspace=workspace,
-            sha256=sha256,
-            original_name=os.path.basename(name)[:500] or "upload",
-            size=size,
-            content_type=content_type[:100],
-            source=source,
-            uploaded_by=user if getattr(user, "pk", None) else None,
-        )
-        with open(handle.name, "rb") as stored:
-            upload.file.save(sha256, _MovableTempFile(stored), save=False)
-        try:
-            with transaction.atomic():
-                upload.save()
-        except IntegrityError:
-            # A concurrent upload of the same bytes won. Both wrote the same content, possibly
-            # to the same (content-addressed) name: only remove our copy if it is a different file.
-            existing = RawUpload.objects.get(workspace=workspace, sha256=sha256)
-            if upload.file.name != existing.file.name:
-                upload.file.delete(save=False)
-            return existing, False
-        return upload, True
+        _remove_if_present(handle.name)
+        raise
+    handle.close()
+    return _Spooled(name, handle.name, digest.hexdigest(), size)
+
+
+def _raw_uploads_keep(
+    workspace: Workspace, spooled: list[_Spooled], *, source: str, user=None, content_type=""
+) -> list[tuple[RawUpload, bool]]:
+    """Rows for spooled files: the existing row for bytes already stored, else the temp
+    file moved into storage and inserted (all new ones in one statement)."""
+    try:
+        known = {
+            upload.sha256: upload
+            for upload in RawUpload.objects.filter(
+                workspace=workspace, sha256__in={item.sha256 for item in spooled}
+            )
+        }
+        new: dict[str, RawUpload] = {}
+        for item in spooled:
+            if item.sha256 in known or item.sha256 in new:
+                continue
+            upload = RawUpload(
+                workspace=workspace,
+                sha256=item.sha256,
+                original_name=os.path.basename(item.name)[:500] or "upload",
+                size=item.size,
+                content_type=content_type[:100],
+                source=source,
+                uploaded_by=user if getattr(user, "pk", None) else None,
+            )
+            with open(item.temp_path, "rb") as stored:
+                upload.file.save(item.sha256, _MovableTempFile(stored), save=False)
+            new[item.sha256] = upload
+        if new:
+            try:
+                with transaction.atomic():
+                    RawUpload.objects.bulk_create(list(new.values()))
+            except IntegrityError:  # a concurrent upload of some of the same bytes won
+                for sha256, upload in list(new.items()):
+                    winner = _save_or_existing(upload)
+                    if winner is not upload:
+                        known[sha256] = winner
+                        del new[sha256]
+        results, created = [], set()
+        for item in spooled:
+            upload = new.get(item.sha256)
+            if upload is None:
+                results.append((known[item.sha256], False))
+            else:
+                results.append((upload, item.sha256 not in created))
+                created.add(item.sha256)
+        return results
     finally:
-        handle.close()
-        if os.path.exists(handle.name):
-            os.unlink(handle.name)
+        for item in spooled:
+            _remove_if_present(item.temp_path)
+
+
+def _save_or_existing(upload: RawUpload) -> RawUpload:
+    try:
+        with transaction.atomic():
+            upload.save()
+        return upload
+    except IntegrityError:
+        # Both wrote the same content, possibly to the same (content-addressed) name: only
+        # remove our copy if it is a different file.
+        existing = RawUpload.objects.get(workspace=upload.workspace, sha256=upload.sha256)
+        if upload.file.name != existing.file.name:
+            upload.file.delete(save=False)
+        return existing
+
+
+def _remove_if_present(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def trace_uploads_receive(
@@ -521,21 +608,12 @@ def _ingest_files_task(task) -> tuple[IngestSummary, set[int], int]:
     workspace = Workspace.objects.get(pk=workspace_pk)
     user = get_user_model().objects.filter(pk=user_pk).first() if user_pk else None
     summary = IngestSummary()
-    uploads = []
-    size = 0
-    for path_name in path_names:  # stored (and committed) before any of it is parsed
-        path = Path(path_name)
-        with open(path, "rb") as handle:
-            upload, _ = raw_upload_store(
-                workspace=workspace,
-                name=path.name,
-                chunks=iter(lambda: handle.read(CHUNK), b""),
-                source=UploadSource.CLI,
-                user=user,
-                durable=False,
-            )
-        uploads.append(upload)
-        size += path.stat().st_size
+    paths = [Path(name) for name in path_names]
+    # Stored (and committed) before any of it is parsed.
+    uploads = raw_uploads_store_paths(
+        workspace=workspace, paths=paths, source=UploadSource.CLI, user=user
+    )
+    size = sum(upload.size for upload in uploads)
     ingestion = _Ingestion(workspace=workspace, summary=summary)
     with _relaxed_commits():
         for upload in uploads:

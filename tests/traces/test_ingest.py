@@ -6,6 +6,7 @@ import threading
 import zipfile
 
 import pytest
+from django.core.files import File
 from django.db import connections
 
 from tests.traces.factories import (
@@ -91,6 +92,55 @@ def test_same_bytes_twice_add_nothing(ingest, shared_fixtures):
         and RawUpload.objects.count() == 1
         and IngestedFile.objects.count() == 1
     )
+
+
+def test_a_chunk_of_files_stores_each_distinct_content_once(ingest, workspace, tmp_path, settings):
+    from traces.services import raw_upload_store
+
+    lines = claude_session(5, session="sess-raw")
+    write_lines(tmp_path / "a.jsonl", lines)
+    write_lines(tmp_path / "b.jsonl", lines)  # the same bytes under another name
+    write_lines(tmp_path / "c.jsonl", claude_session(3, session="sess-raw-c"))
+    write_lines(tmp_path / "d.jsonl", claude_session(4, session="sess-raw-d"))
+    earlier, created = raw_upload_store(
+        workspace=workspace,
+        name="d-uploaded-earlier.jsonl",
+        chunks=[(tmp_path / "d.jsonl").read_bytes()],
+        source="upload",
+    )
+    assert created
+    summary = ingest(tmp_path)
+    assert (summary.files, summary.skipped_files, summary.calls) == (3, 1, 12)
+    by_name = dict(RawUpload.objects.values_list("original_name", "sha256"))
+    assert sorted(by_name) == ["a.jsonl", "c.jsonl", "d-uploaded-earlier.jsonl"]
+    assert IngestedFile.objects.get(sha256=earlier.sha256).upload_id == earlier.pk
+    for upload in RawUpload.objects.all():
+        assert (
+            upload.file.read()
+            == (tmp_path / upload.original_name.replace("-uploaded-earlier", "")).read_bytes()
+        )
+    assert list((settings.MEDIA_ROOT / "tmp").iterdir()) == []  # no temp file left behind
+
+
+def test_a_concurrent_store_of_the_same_bytes_keeps_the_first_row_and_file(workspace):
+    from traces.services import _save_or_existing, _spool, raw_upload_store
+
+    first, _ = raw_upload_store(workspace=workspace, name="x.jsonl", chunks=[b"{}\n"], source="cli")
+    spooled = _spool("y.jsonl", [b"{}\n"], durable=False)
+    late = RawUpload(
+        workspace=workspace,
+        sha256=spooled.sha256,
+        original_name="y.jsonl",
+        size=spooled.size,
+        source="cli",
+    )
+    with open(spooled.temp_path, "rb") as handle:
+        late.file.save("late-copy", File(handle), save=False)
+    late_name = late.file.name
+    assert late_name != first.file.name  # the storage gave the second copy its own name
+    assert _save_or_existing(late).pk == first.pk
+    assert not first.file.storage.exists(late_name)  # the loser's copy is removed
+    assert first.file.storage.exists(first.file.name) and RawUpload.objects.count() == 1
 
 
 def test_a_grown_transcript_adds_only_its_new_calls(ingest, tmp_path):
