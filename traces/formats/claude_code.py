@@ -193,7 +193,10 @@ class ClaudeCodeParser:
             if not session_id:
                 self._error(line, f"{kind} record without 'sessionId'")
                 return
-            agent_id = self._agent_for(entry, session_id)
+            if self.file_agent_id is None and not entry.get("isSidechain"):
+                agent_id = "main"
+            else:
+                agent_id = self._agent_for(entry, session_id)
             if kind == "assistant":
                 self._assistant(entry, line, session_id, agent_id)
             elif kind == "user":
@@ -301,19 +304,25 @@ class ClaudeCodeParser:
             self.stats.ignored_lines += 1
             return
         self.stats.usage_lines += 1
-        counts = []
-        for name in USAGE_FIELDS:
-            value = usage.get(name, 0)
-            if value is None:
-                value = 0
-            elif type(value) is not int or value < 0:
-                self._error(
-                    line,
-                    f"field 'message.usage.{name}' must be a non-negative integer, got {value!r}",
-                )
+        get = usage.get
+        uncached = get("input_tokens", 0)
+        cache_creation = get("cache_creation_input_tokens", 0)
+        cache_read = get("cache_read_input_tokens", 0)
+        output = get("output_tokens", 0)
+        if not (
+            type(uncached) is int
+            and type(cache_creation) is int
+            and type(cache_read) is int
+            and type(output) is int
+            and uncached >= 0
+            and cache_creation >= 0
+            and cache_read >= 0
+            and output >= 0
+        ):
+            counts = self._usage_counts(usage, line)  # nulls count as 0; anything else is an error
+            if counts is None:
                 return
-            counts.append(value)
-        uncached, cache_creation, cache_read, output = counts
+            uncached, cache_creation, cache_read, output = counts
         breakdown = usage.get("cache_creation")
         if type(breakdown) is dict:
             five = breakdown.get("ephemeral_5m_input_tokens")
@@ -365,6 +374,21 @@ class ClaudeCodeParser:
         content = message.get("content")
         if content:
             self._merge_blocks(pending, content, key, agent_id)
+
+    def _usage_counts(self, usage: dict, line: int) -> list[int] | None:
+        counts = []
+        for name in USAGE_FIELDS:
+            value = usage.get(name, 0)
+            if value is None:
+                value = 0
+            elif type(value) is not int or value < 0:
+                self._error(
+                    line,
+                    f"field 'message.usage.{name}' must be a non-negative integer, got {value!r}",
+                )
+                return None
+            counts.append(value)
+        return counts
 
     def _key_for(self, message: dict, entry: dict, sidechain: bool, line: int) -> str:
         message_id = message.get("id")
@@ -538,16 +562,19 @@ class ClaudeCodeParser:
         """Emit the oldest calls that wait for no tool result, down to the window."""
         pending = self._pending
         while len(pending) > FLUSH_WINDOW:
-            ready = next(
-                (
-                    key
-                    for key, item in pending.items()
-                    if not item.open_tools or line - item.first_line >= WAIT_WINDOW_LINES
-                ),
-                None,
-            )
-            if ready is None:
-                return
+            ready = next(iter(pending))
+            oldest = pending[ready]
+            if oldest.open_tools and line - oldest.first_line < WAIT_WINDOW_LINES:
+                ready = next(
+                    (
+                        key
+                        for key, item in pending.items()
+                        if not item.open_tools or line - item.first_line >= WAIT_WINDOW_LINES
+                    ),
+                    None,
+                )
+                if ready is None:
+                    return
             self._out.append(self._emit(ready))
 
     def _flush_all(self) -> None:
