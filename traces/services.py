@@ -318,6 +318,25 @@ class _Ingestion:
             workspace=workspace, summary=summary, file_name="", derive_new_sessions=True
         )
         self.files: list[IngestedFile] = []
+        self._checked: set[str] = set()  # contents looked up in IngestedFile
+        self._done: set[str] = set()  # of those, the ones already ingested
+
+    def already_ingested(self, sha256s: list[str]) -> set[str]:
+        """Which of these contents were ingested before or earlier in this ingestion;
+        looks up only those not asked about yet (see `look_up`)."""
+        self.look_up(sha256s)
+        return (self._done | {f.sha256 for f in self.files}) & set(sha256s)
+
+    def look_up(self, sha256s: list[str]) -> None:
+        """One query for many contents (a CLI chunk's files) instead of one per file."""
+        unchecked = set(sha256s) - self._checked
+        if unchecked:
+            self._done |= set(
+                IngestedFile.objects.filter(
+                    workspace=self.workspace, sha256__in=unchecked
+                ).values_list("sha256", flat=True)
+            )
+            self._checked |= unchecked
 
     def finish(self) -> set[int]:
         """Flush, derive what the loader may, record the files; returns the sessions
@@ -355,7 +374,7 @@ def _ingest_upload_into(
     extra_meta: dict[str, bytes] | None = None,
     on_bytes: Callable[[int], None] | None = None,
 ) -> None:
-    workspace, summary = ingestion.workspace, ingestion.summary
+    summary = ingestion.summary
     with _local_path(upload) as path:
         try:
             listing = inventory(path, upload.original_name, Limits(), known_sha256=upload.sha256)
@@ -368,12 +387,7 @@ def _ingest_upload_into(
             )
         meta = {_meta_key(k): v for k, v in {**(extra_meta or {}), **listing.meta}.items()}
         wanted = {}
-        done = set(
-            IngestedFile.objects.filter(
-                workspace=workspace, sha256__in=[m.sha256 for m in listing.members]
-            ).values_list("sha256", flat=True)
-        )
-        done |= {f.sha256 for f in ingestion.files}
+        done = ingestion.already_ingested([m.sha256 for m in listing.members])
         for member in listing.members:
             if member.sha256 in done:
                 summary.skipped_files += 1
@@ -615,6 +629,7 @@ def _ingest_files_task(task) -> tuple[IngestSummary, set[int], int]:
     )
     size = sum(upload.size for upload in uploads)
     ingestion = _Ingestion(workspace=workspace, summary=summary)
+    ingestion.look_up([upload.sha256 for upload in uploads])  # a plain file is its own member
     with _relaxed_commits():
         for upload in uploads:
             _ingest_upload_into(ingestion, upload, fmt=fmt, extra_meta=meta)
