@@ -329,3 +329,60 @@ def test_generated_session_counts():
     assert len(calls) == 30 and parser.stats.duplicates_dropped == 60
     assert [c.output_tokens for c in calls] == [50 + i for i in range(30)]
     assert all(len(c.text["results"]) == 1 for c in calls)
+
+
+def _tool_call(n: int, t: float) -> str:
+    tool = {"type": "tool_use", "id": f"tool-{n}", "name": "Read", "input": {"file_path": f"f{n}"}}
+    return claude_assistant(f"msg-{n}", f"req-{n}", t=t, content=[tool])
+
+
+def _tool_result(n: int, t: float) -> str:
+    result = {"type": "tool_result", "tool_use_id": f"tool-{n}", "content": f"contents of f{n}"}
+    return claude_user([result], t=t, uuid=f"result-{n}")
+
+
+def test_a_call_waits_for_its_late_tool_result_while_newer_calls_are_emitted():
+    from traces.formats.claude_code import FLUSH_WINDOW
+
+    newer = FLUSH_WINDOW * 2
+    lines = [_tool_call(0, 0)]
+    for n in range(1, newer + 1):  # newer calls whose results come at once
+        lines += [_tool_call(n, n), _tool_result(n, n + 0.5)]
+    lines.append(_tool_result(0, newer + 1))  # the first call's result comes last
+    parser = ClaudeCodeParser("s.jsonl")
+    emitted = []  # (key, lines read when it was emitted)
+    by_key = {}
+    for record in parser.parse(line.encode() for line in lines):
+        if isinstance(record, CallRecord):
+            emitted.append((record.key, parser.stats.lines))
+            by_key[record.key] = record
+    keys = [key for key, _ in emitted]
+    assert sorted(keys) == sorted(f"msg-{n}:req-{n}" for n in range(newer + 1))
+    # Newer calls stream out while the first one waits; it is emitted with its result.
+    # Call n is line 2n: at call 64, 65 calls are pending and the oldest ready one goes.
+    assert emitted[0] == ("msg-1:req-1", 2 * FLUSH_WINDOW)
+    assert keys.index("msg-0:req-0") > keys.index(
+        f"msg-{newer - FLUSH_WINDOW}:req-{newer - FLUSH_WINDOW}"
+    )
+    first = by_key["msg-0:req-0"]
+    assert first.text["results"]["tool-0"]["content"] == "contents of f0"
+    assert first.touches == [("read", "f0")]
+
+
+def test_a_tool_result_that_never_comes_releases_its_call_after_the_wait_window(monkeypatch):
+    import traces.formats.claude_code as claude_code
+
+    monkeypatch.setattr(claude_code, "WAIT_WINDOW_LINES", 150)
+    newer = claude_code.FLUSH_WINDOW + 100
+    lines = [_tool_call(0, 0)]  # its result never arrives
+    for n in range(1, newer + 1):
+        lines += [_tool_call(n, n), _tool_result(n, n + 0.5)]
+    parser = ClaudeCodeParser("s.jsonl")
+    emitted = {}
+    for record in parser.parse(line.encode() for line in lines):
+        if isinstance(record, CallRecord):
+            emitted[record.key] = (parser.stats.lines, record)
+    released_at, first = emitted["msg-0:req-0"]
+    # Released at the first flush once 150 lines have passed: line 152, the next call.
+    assert released_at == 152
+    assert "results" not in first.text and len(emitted) == newer + 1
