@@ -371,7 +371,11 @@ class FileTouch(WorkspaceOwned):
     )
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="file_touches")
     agent = models.ForeignKey(
-        Agent, on_delete=models.CASCADE, related_name="file_touches", db_constraint=False
+        Agent,
+        on_delete=models.CASCADE,
+        related_name="file_touches",
+        db_constraint=False,
+        db_index=False,  # the (agent, path) index below serves lookups by agent
     )
     run_index = models.PositiveIntegerField(default=0)
     call_index = models.PositiveIntegerField()
