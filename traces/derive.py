@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from traces.analysis.segments import CallRow, CompactionRow, derive_session
 from traces.models import Agent, AgentKind, Call, Compaction, FileTouch, Run, Session
 
+# {sessions} is "= %s" (one session) or "= ANY(%s)" (a list, PostgreSQL).
 REINDEX_SQL = """
 UPDATE traces_call SET session_index = ordered.session_index, agent_index = ordered.agent_index
 FROM (
@@ -25,16 +26,22 @@ FROM (
                AS session_index,
            ROW_NUMBER() OVER (PARTITION BY agent_id ORDER BY timestamp, source_file_id, source_line, id) - 1
                AS agent_index
-    FROM traces_call WHERE session_id = %s
+    FROM traces_call WHERE session_id {sessions}
 ) AS ordered
 WHERE traces_call.id = ordered.id
   AND (traces_call.session_index != ordered.session_index OR traces_call.agent_index != ordered.agent_index)
 """
 CALLS_SQL = """
-SELECT id, agent_id, session_index, timestamp, context_tokens, input_tokens, cache_creation_tokens,
-       cache_read_tokens, output_tokens, tool_names, touches, model
-FROM traces_call WHERE session_id = %s ORDER BY session_index
+SELECT session_id, id, agent_id, session_index, timestamp, context_tokens, input_tokens,
+       cache_creation_tokens, cache_read_tokens, output_tokens, tool_names, touches, model
+FROM traces_call WHERE session_id = ANY(%s) ORDER BY session_id, session_index
 """
+LOCK_SQL = """
+SELECT id, workspace_id FROM traces_session WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE
+"""
+# Sessions derived together, in one transaction with shared statements. Small enough that
+# the session locks are held briefly (OTLP requests marking a session wait for them).
+DERIVE_GROUP = 100
 CALL_FIELDS = (
     "id", "agent_id", "session_index", "timestamp", "context_tokens", "input_tokens",
     "cache_creation_tokens", "cache_read_tokens", "output_tokens", "tool_names", "touches", "model",
@@ -56,36 +63,82 @@ TOUCH_COLUMNS = (
 )
 
 
-def session_derive(*, session_id: int) -> None:
-    with transaction.atomic():
-        # NO KEY UPDATE: derivations of one session wait for each other, but loaders
-        # inserting calls (whose foreign-key checks take KEY SHARE) do not wait for them.
-        session = Session.objects.select_for_update(no_key=True).filter(pk=session_id).first()
-        if session is None:
-            return
-        _derive_from_database(session)
+def sessions_derive_many(*, session_ids) -> None:
+    """Derive sessions from their stored calls: on PostgreSQL DERIVE_GROUP at a time, each
+    group in one transaction with one statement per kind of row; elsewhere one by one."""
+    ids = sorted(set(session_ids))
+    postgres = connection.vendor == "postgresql"
+    step = DERIVE_GROUP if postgres else 1
+    for start in range(0, len(ids), step):
+        group = ids[start : start + step]
+        with transaction.atomic():
+            # NO KEY UPDATE: derivations of one session wait for each other, but loaders
+            # inserting calls (whose foreign-key checks take KEY SHARE) do not wait for them.
+            if postgres:
+                with connection.cursor() as cursor:
+                    cursor.execute(LOCK_SQL, [group])
+                    sessions = [Session(pk=pk, workspace_id=ws) for pk, ws in cursor.fetchall()]
+            else:
+                sessions = list(
+                    Session.objects.select_for_update(no_key=True)
+                    .filter(pk__in=group)
+                    .only("id", "workspace_id")
+                )
+            if sessions:
+                _derive_from_database(sessions)
 
 
-def _derive_from_database(session: Session) -> None:
+def _derive_from_database(sessions: list[Session]) -> None:
+    """Re-index, read back and derive sessions the caller has locked."""
+    ids = [session.pk for session in sessions]
+    postgres = connection.vendor == "postgresql"
     with connection.cursor() as cursor:
-        cursor.execute(REINDEX_SQL, [session.pk])
-        if connection.vendor == "postgresql":
-            cursor.execute(CALLS_SQL, [session.pk])
+        if postgres:
+            cursor.execute(REINDEX_SQL.format(sessions="= ANY(%s)"), [ids])
+            cursor.execute(CALLS_SQL, [ids])
             rows = cursor.fetchall()
-    if connection.vendor != "postgresql":
+        else:
+            for pk in ids:
+                cursor.execute(REINDEX_SQL.format(sessions="= %s"), [pk])
+    if not postgres:
         # Other backends return raw timestamps as naive values; let the ORM convert them.
         rows = list(
-            Call.objects.filter(session_id=session.pk)
-            .order_by("session_index")
-            .values_list(*CALL_FIELDS)
+            Call.objects.filter(session_id__in=ids)
+            .order_by("session_id", "session_index")
+            .values_list("session_id", *CALL_FIELDS)
         )
-    compaction_rows = list(
-        Compaction.objects.filter(session_id=session.pk).values_list(*COMPACTION_FIELDS)
+    calls = _by_session(ids, rows)
+    compactions = _by_session(
+        ids,
+        Compaction.objects.filter(session_id__in=ids).values_list("session_id", *COMPACTION_FIELDS),
     )
-    agent_rows = list(Agent.objects.filter(session_id=session.pk).values_list(*AGENT_FIELDS))
+    agents = _by_session(
+        ids, Agent.objects.filter(session_id__in=ids).values_list("session_id", *AGENT_FIELDS)
+    )
+    # Sessions never derived have no runs or touches yet: theirs are simply inserted.
+    derived_before = set(
+        Run.objects.filter(session_id__in=ids).values_list("session_id", flat=True).distinct()
+    ) | set(
+        FileTouch.objects.filter(session_id__in=ids).values_list("session_id", flat=True).distinct()
+    )
     writes = _Writes()
-    _derive(session, rows, compaction_rows, agent_rows, writes, fresh=False)
+    for session in sessions:
+        _derive(
+            session,
+            calls[session.pk],
+            compactions[session.pk],
+            agents[session.pk],
+            writes,
+            fresh=session.pk not in derived_before,
+        )
     writes.store()
+
+
+def _by_session(ids: list[int], rows) -> dict[int, list[tuple]]:
+    grouped: dict[int, list[tuple]] = {pk: [] for pk in ids}
+    for session_id, *row in rows:
+        grouped[session_id].append(tuple(row))
+    return grouped
 
 
 LOADED_CHECK_SQL = """
@@ -100,7 +153,7 @@ def sessions_derive_loaded(*, workspace_id: int, calls: dict[int, list[tuple]]) 
     """Derive sessions a loader has just created, from the call rows it wrote.
 
     `calls` maps session id to rows shaped like CALL_FIELDS, already in session order.
-    This skips the re-index and the read-back of every call that `session_derive` needs
+    This skips the re-index and the read-back of every call that `sessions_derive_many` needs
     when calls may come from several files or out of order, and the sessions share each
     statement. A session that another loader has meanwhile added calls to, or derived,
     is derived from the database instead. PostgreSQL only; runs in the caller's
@@ -109,18 +162,18 @@ def sessions_derive_loaded(*, workspace_id: int, calls: dict[int, list[tuple]]) 
         cursor.execute(LOADED_CHECK_SQL, [list(calls)])
         states = cursor.fetchall()
     fresh = [pk for pk, stored, has_runs in states if stored == len(calls[pk]) and not has_runs]
-    for session_id in sorted({pk for pk, _, _ in states} - set(fresh)):
-        _derive_from_database(Session(pk=session_id, workspace_id=workspace_id))
-    compactions: dict[int, list[tuple]] = {pk: [] for pk in fresh}
-    for session_id, *row in Compaction.objects.filter(session_id__in=fresh).values_list(
-        "session_id", *COMPACTION_FIELDS
-    ):
-        compactions[session_id].append(tuple(row))
-    agents: dict[int, list[tuple]] = {pk: [] for pk in fresh}
-    for session_id, *row in Agent.objects.filter(session_id__in=fresh).values_list(
-        "session_id", *AGENT_FIELDS
-    ):
-        agents[session_id].append(tuple(row))
+    stale = sorted({pk for pk, _, _ in states} - set(fresh))
+    if stale:
+        _derive_from_database([Session(pk=pk, workspace_id=workspace_id) for pk in stale])
+    compactions = _by_session(
+        fresh,
+        Compaction.objects.filter(session_id__in=fresh).values_list(
+            "session_id", *COMPACTION_FIELDS
+        ),
+    )
+    agents = _by_session(
+        fresh, Agent.objects.filter(session_id__in=fresh).values_list("session_id", *AGENT_FIELDS)
+    )
     writes = _Writes()
     for session_id in fresh:
         _derive(

@@ -210,7 +210,8 @@ class TraceLoader:
         self.flush()
         if self._session_updates:
             with transaction.atomic():
-                for session_pk, info in self._session_updates.items():
+                # In id order, as the derive step locks sessions.
+                for session_pk, info in sorted(self._session_updates.items()):
                     _apply_session_info(session_pk, info)
             self._session_updates.clear()
         loaded = {pk: rows for pk, rows in self._loaded_rows.items() if pk in self._new_sessions}

@@ -29,7 +29,7 @@ from governance.services import (
     workspace_bump_data_version,
 )
 from traces.analytics.services import analytics_refresh_queue
-from traces.derive import session_derive
+from traces.derive import sessions_derive_many
 from traces.formats import FORMATS, detect_format, make_parser
 from traces.formats.archive import ArchiveError, Limits, inventory, open_members
 from traces.formats.otlp import OtlpResult, parse_request
@@ -477,8 +477,7 @@ def _ingest_member(
 
 def sessions_derive(*, session_ids: Iterable[int]) -> None:
     with _relaxed_commits():
-        for session_id in sorted(set(session_ids)):
-            session_derive(session_id=session_id)
+        sessions_derive_many(session_ids=session_ids)
 
 
 def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
@@ -686,7 +685,7 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
             loader.feed(record)
         touched = loader.finish()
         if touched:
-            Session.objects.filter(pk__in=touched).update(needs_derive=True)
+            _sessions_mark(touched, needs_derive=True)
             workspace_id = workspace.pk
             transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
     # One audit row per stored request, with its counts (not one per span or call).
@@ -709,6 +708,16 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
 
 
 DERIVE_DEBOUNCE_SECONDS = 2
+
+
+def _sessions_mark(ids, *, needs_derive: bool) -> None:
+    """Set the mark, locking the rows in id order as the derive step does, so that the
+    two cannot deadlock over sessions they both hold."""
+    with transaction.atomic():
+        locked = Session.objects.filter(pk__in=ids).order_by("pk").select_for_update(no_key=True)
+        Session.objects.filter(pk__in=list(locked.values_list("pk", flat=True))).update(
+            needs_derive=needs_derive
+        )
 
 
 def derive_pending_queue(*, workspace_id: int) -> None:
@@ -738,7 +747,7 @@ def derive_pending_run(*, workspace_id: int, limit: int = 2000) -> int:
     if not ids:
         return 0
     # Clear the mark first: calls that arrive while deriving mark the session again.
-    Session.objects.filter(pk__in=ids).update(needs_derive=False)
+    _sessions_mark(ids, needs_derive=False)
     sessions_derive_run(workspace_id=workspace_id, session_ids=ids)
     if len(ids) == limit:
         derive_pending_queue(workspace_id=workspace_id)

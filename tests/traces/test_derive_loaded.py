@@ -82,6 +82,32 @@ def test_loaded_derivation_equals_deriving_from_the_database(ingest, tmp_path):
     assert derived_state() == loaded
 
 
+def test_sessions_derived_in_groups_match_whatever_state_each_was_in(ingest, tmp_path, monkeypatch):
+    from django.db.models import F
+
+    from traces import derive
+
+    write_corpus(tmp_path, sessions=5)
+    ingest(tmp_path)
+    expected = derived_state()
+    sessions = list(Session.objects.order_by("id"))
+    kept_runs = set(Run.objects.filter(session=sessions[0]).values_list("id", flat=True))
+    # Never derived: no runs, no touches, zeroed totals.
+    for session in sessions[1:3]:
+        Run.objects.filter(session=session).delete()
+        FileTouch.objects.filter(session=session).delete()
+    Session.objects.filter(pk__in=[s.pk for s in sessions[1:3]]).update(call_count=0, max_context=0)
+    # Positions out of order, as after a late file: the re-index must put them back.
+    Call.objects.filter(session=sessions[3]).update(
+        session_index=F("session_index") + 100_000, agent_index=F("agent_index") + 100_000
+    )
+    monkeypatch.setattr(derive, "DERIVE_GROUP", 2)  # three groups of up to two sessions
+    sessions_derive(session_ids=[s.pk for s in sessions])
+    assert derived_state() == expected
+    # A session derived before keeps its run ids: specifications and annotations link to them.
+    assert set(Run.objects.filter(session=sessions[0]).values_list("id", flat=True)) == kept_runs
+
+
 def test_a_session_in_two_files_is_derived_from_the_database_in_either_order(ingest, tmp_path):
     main = tmp_path / "a" / "sess-1.jsonl"
     sub = tmp_path / "a" / "sess-1" / "subagents" / "agent-abc.jsonl"
