@@ -126,8 +126,12 @@ class TraceLoader:
         source_file: IngestedFile | None = None,
         batch_size: int | None = None,
         derive_new_sessions: bool = False,
+        mark_new_sessions: bool = False,
     ):
         self.workspace = workspace
+        # Sessions this loader inserts start with needs_derive set (OTLP: derived later).
+        self.mark_new_sessions = mark_new_sessions
+        self.created_sessions: set[int] = set()
         self.summary = summary
         self.file_name = file_name
         self.source_file = source_file
@@ -263,6 +267,8 @@ class TraceLoader:
                 "harness_version": info.harness_version[:64],
                 "title": info.title[:500],
             }
+        if self.mark_new_sessions:
+            defaults["needs_derive"] = True
         session, created = _get_or_create(
             Session,
             workspace=self.workspace,
@@ -271,6 +277,7 @@ class TraceLoader:
             defaults=defaults,
         )
         if created:
+            self.created_sessions.add(session.pk)
             self.summary.sessions += 1
             self._new_sessions.add(session.pk)
             if info is not None:
@@ -301,6 +308,7 @@ class TraceLoader:
             Session(
                 workspace=self.workspace, harness=harness, external_id=external, project=info.project[:1000],
                 git_branch=info.git_branch[:300], harness_version=info.harness_version[:64], title=info.title[:500],
+                needs_derive=self.mark_new_sessions,
             )
             for (harness, external), info in wanted.items()
             if (harness, external) not in self._sessions
@@ -317,6 +325,7 @@ class TraceLoader:
             return
         for session in missing:
             self._sessions[(session.harness, session.external_id)] = session.pk
+            self.created_sessions.add(session.pk)
             self._new_sessions.add(session.pk)
             self.touched_sessions.add(session.pk)
             self._created_with[session.pk] = wanted[(session.harness, session.external_id)]

@@ -679,13 +679,19 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
         return result  # the same bytes were received before: nothing new is written
     summary = IngestSummary()
     if result.calls:
-        loader = TraceLoader(workspace=workspace, summary=summary, file_name=upload.original_name)
+        loader = TraceLoader(
+            workspace=workspace,
+            summary=summary,
+            file_name=upload.original_name,
+            mark_new_sessions=True,
+        )
         loader.prepare_sessions(list(result.sessions.values()))
         for record in result.records():
             loader.feed(record)
         touched = loader.finish()
         if touched:
-            _sessions_mark(touched, needs_derive=True)
+            if touched - loader.created_sessions:
+                _sessions_mark(touched - loader.created_sessions, needs_derive=True)
             workspace_id = workspace.pk
             transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
     # One audit row per stored request, with its counts (not one per span or call).

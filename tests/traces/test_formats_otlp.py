@@ -119,3 +119,12 @@ def test_session_falls_back_to_trace_id_and_bad_spans_are_rejected():
     reasons = dict(result.rejected)
     assert "not 8 bytes" in reasons["short"]
     assert "must be a non-negative integer" in reasons["eee19b7ec3c1b175"]
+
+
+def test_a_start_time_beyond_the_calendar_rejects_only_its_span():
+    far = span(span_id="eee19b7ec3c1b177", **{"gen_ai__usage__input_tokens": 100})
+    far["startTimeUnixNano"] = "9" * 23  # JSON numbers-as-strings need not fit a fixed64
+    body = request([far, span(**{"gen_ai__usage__input_tokens": 200})])
+    result = normalise(spans_from_json(body))
+    assert [c.context_tokens for c in result.calls] == [200]
+    assert "is not a representable time" in dict(result.rejected)["eee19b7ec3c1b177"]

@@ -2,6 +2,7 @@
 
 import gzip
 import io
+import json
 import threading
 import zipfile
 
@@ -406,3 +407,30 @@ def test_pending_derivation_clears_marks_and_derives(workspace, tmp_path, ingest
     session.refresh_from_db()
     assert (session.needs_derive, session.call_count, Run.objects.count()) == (False, 6, 1)
     assert derive_pending_run(workspace_id=workspace.pk) == 0
+
+
+def _otlp_body(*spans: tuple[str, str, int]) -> bytes:
+    """OTLP/JSON with one LLM span per (trace id, span id, input tokens): a session per trace."""
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{
+        "scope": {"name": "s"},
+        "spans": [{
+            "traceId": trace, "spanId": span, "name": "chat", "startTimeUnixNano": str(1_767_225_600_000_000_000 + n * 10**9),
+            "attributes": [{"key": "gen_ai.usage.input_tokens", "value": {"intValue": str(tokens)}}],
+        } for n, (trace, span, tokens) in enumerate(spans)],
+    }]}]}).encode()  # fmt: skip
+
+
+def test_otlp_marks_new_and_existing_sessions_for_the_derive_step(workspace, members):
+    from traces.services import otlp_receive
+
+    first, second = "5B8EFFF798038103D269B633813FC60C", "5B8EFFF798038103D269B633813FC60D"
+    # Not a transactional test: the on-commit derive never runs, so the marks stay visible.
+    otlp_receive(workspace=workspace, user=members["editor"], content_type="application/json",
+                 body=_otlp_body((first, "EEE19B7EC3C1B174", 900), (second, "EEE19B7EC3C1B175", 500)))  # fmt: skip
+    assert sorted(Session.objects.values_list("needs_derive", flat=True)) == [True, True]
+    Session.objects.update(needs_derive=False)  # as after the derive step
+    otlp_receive(workspace=workspace, user=members["editor"], content_type="application/json",
+                 body=_otlp_body((first, "EEE19B7EC3C1B176", 1200)))  # fmt: skip
+    marks = dict(Session.objects.values_list("external_id", "needs_derive"))
+    assert marks == {first.lower(): True, second.lower(): False}
+    assert Call.objects.count() == 3

@@ -327,6 +327,13 @@ def normalise(spans: Iterator[Span | tuple[str, str]]) -> OtlpResult:
         if span.start_ns <= 0:
             result.rejected.append((span.span_id, "startTimeUnixNano is missing"))
             continue
+        try:
+            started = datetime.fromtimestamp(span.start_ns / 1e9, tz=UTC)
+        except (ValueError, OverflowError, OSError):
+            result.rejected.append(
+                (span.span_id, f"startTimeUnixNano {span.start_ns} is not a representable time")
+            )
+            continue
         attrs = span.attributes
         session_id = str(
             _first(attrs, SESSION_KEYS) or _first(span.resource, SESSION_KEYS) or span.trace_id
@@ -362,7 +369,7 @@ def normalise(spans: Iterator[Span | tuple[str, str]]) -> OtlpResult:
                 session_id=session_id,
                 agent_id=agent_id,
                 key=str(_first(attrs, KEY_KEYS) or f"span:{span.trace_id}:{span.span_id}"),
-                timestamp=datetime.fromtimestamp(span.start_ns / 1e9, tz=UTC),
+                timestamp=started,
                 model=str(_first(attrs, MODEL_KEYS) or ""),
                 line=0,
                 is_sidechain=agent_id != "main",
