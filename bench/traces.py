@@ -10,8 +10,9 @@ revision's code (a temporary git worktree, its own database), for a same-run bas
 3. Measures end-to-end ingest into a fresh PostgreSQL database with the CLI
    (`ingest_traces --workers N`: store raw copies, parse, dedup, COPY, derive runs,
    compactions, file touches), in a separate process so that its peak RSS is its own.
-4. Measures the OTLP receiver on loopback: gunicorn serving /v1/traces, clients posting
-   500-span protobuf batches, against the in-process protobuf decode of the same bodies.
+4. Measures the OTLP receiver on loopback, --repeat times: gunicorn serving /v1/traces
+   (--otlp-server-workers, default 3 as deployed), clients posting 500-span protobuf
+   batches, against the in-process protobuf decode of the same bodies.
 
 Writes the medians, ratios, machine and command into bench/RESULTS.md.
 """
