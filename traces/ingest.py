@@ -18,11 +18,13 @@ from django.db.models import Max
 
 from governance.models import Workspace
 from traces.formats.records import (
+    MAX_TOKEN_COUNT,
     AgentInfo,
     CallRecord,
     CompactionRecord,
     ParseError,
     SessionInfo,
+    implausible_counts,
 )
 from traces.models import Agent, AgentKind, Call, CallText, Compaction, IngestedFile, Session
 
@@ -162,6 +164,9 @@ class TraceLoader:
     def feed(self, record) -> None:
         # Sessions are looked up or created in bulk at the next flush, by name until then.
         if isinstance(record, CallRecord):
+            if implausible_counts(record):
+                self._reject_counts(record)
+                return
             key = (record.harness, record.session_id[:SESSION_ID_LENGTH], record.key)
             existing = self._calls.get(key)
             if existing is None or record.output_tokens >= existing.output_tokens:
@@ -183,7 +188,25 @@ class TraceLoader:
             name = (record.harness, record.session_id[:SESSION_ID_LENGTH])
             self._waiting_agents[(*name, record.agent_id)] = record
         elif isinstance(record, CompactionRecord):
+            if implausible_counts(record):
+                self._reject_counts(record)
+                for name in implausible_counts(record):
+                    setattr(record, name, None)  # the boundary itself is kept
             self._compactions.append(record)
+
+    def _reject_counts(self, record: CallRecord | CompactionRecord) -> None:
+        fields = ", ".join(
+            f"{name} = {getattr(record, name)}" for name in implausible_counts(record)
+        )
+        kept = "call skipped" if isinstance(record, CallRecord) else "value dropped"
+        self.summary.malformed_lines += 1
+        self.summary.errors.append(
+            {
+                "file": self.file_name,
+                "line": record.line or None,
+                "error": f"{fields}: not a plausible count (over {MAX_TOKEN_COUNT:,}); {kept}",
+            }
+        )
 
     def _note_info(self, session_pk: int, info: SessionInfo) -> None:
         if self._created_with.get(session_pk) == info:

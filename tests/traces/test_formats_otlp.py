@@ -128,3 +128,13 @@ def test_a_start_time_beyond_the_calendar_rejects_only_its_span():
     result = normalise(spans_from_json(body))
     assert [c.context_tokens for c in result.calls] == [200]
     assert "is not a representable time" in dict(result.rejected)["eee19b7ec3c1b177"]
+
+
+def test_a_count_past_a_64_bit_sum_rejects_only_its_span():
+    body = request([
+        span(span_id="eee19b7ec3c1b178", **{"gen_ai__usage__input_tokens": 2**63}),
+        span(**{"gen_ai__usage__input_tokens": 300}),
+    ])  # fmt: skip
+    result = normalise(spans_from_json(body))
+    assert [c.context_tokens for c in result.calls] == [300]
+    assert "not a plausible count" in dict(result.rejected)["eee19b7ec3c1b178"]

@@ -368,6 +368,28 @@ def test_malformed_lines_are_reported_and_valid_lines_kept(ingest, tmp_path):
     assert "message.usage.input_tokens" in summary.errors[1]["error"]
 
 
+def test_counts_too_large_for_the_database_are_reported_and_the_rest_kept(ingest, tmp_path):
+    huge = 2**63  # still an integer to orjson, but past PostgreSQL's bigint
+    lines = claude_session(3)
+    lines.append(claude_assistant("msg-huge", "req-huge", t=500, out=huge))
+    lines.append(claude_boundary(t=600, pre=huge, uuid="cb-huge"))
+    lines.append(claude_assistant("msg-after", "req-after", t=700, cr=5000))
+    path = tmp_path / "sess-1.jsonl"
+    write_lines(path, lines)
+    summary = ingest(path)
+    assert summary.calls == 4 and summary.malformed_lines == 2
+    errors = [(e["line"], e["error"]) for e in summary.errors]
+    assert errors[0][0] == len(lines) - 2 and errors[1][0] == len(lines) - 1
+    assert f"output_tokens = {huge}: not a plausible count" in errors[0][1]
+    assert "call skipped" in errors[0][1]
+    assert f"pre_tokens = {huge}" in errors[1][1] and "value dropped" in errors[1][1]
+    assert not Call.objects.filter(key__startswith="msg-huge").exists()
+    compaction = Compaction.objects.get()  # kept; the derive step fills in what was dropped
+    before = Call.objects.filter(timestamp__lt=compaction.timestamp).order_by("timestamp").last()
+    assert compaction.pre_tokens == before.context_tokens
+    assert compaction.post_tokens == 5 + 100 + 5000  # the next call's context
+
+
 def test_truncated_zip_is_a_clear_error(ingest, tmp_path, shared_fixtures):
     archive = tmp_path / "cut.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from traces.formats.records import AgentInfo, CallRecord, SessionInfo
+from traces.formats.records import MAX_TOKEN_COUNT, AgentInfo, CallRecord, SessionInfo
 
 HARNESS = "otlp"
 
@@ -257,6 +257,11 @@ def _count(attributes: dict, keys, field_name: str) -> int | None:
                 value = int(value)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise _Bad(f"attribute {key!r} must be a non-negative integer, got {value!r}")
+            if value > MAX_TOKEN_COUNT:
+                raise _Bad(
+                    f"attribute {key!r} = {value} is not a plausible count "
+                    f"(over {MAX_TOKEN_COUNT:,})"
+                )
             return value
     return None
 

@@ -86,6 +86,21 @@ class ParseStats:
     ignored_lines: int = 0
 
 
+# Far above any real call (context windows hold millions of tokens), and low enough that a
+# session's sums over millions of calls still fit the database's 64-bit integers.
+MAX_TOKEN_COUNT = 10**12
+CALL_COUNTS = (
+    "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens", "reasoning_tokens",
+)  # fmt: skip
+COMPACTION_COUNTS = ("pre_tokens", "post_tokens", "summary_tokens", "duration_ms")
+
+
+def implausible_counts(record: CallRecord | CompactionRecord) -> list[str]:
+    """The count fields of a call or compaction above MAX_TOKEN_COUNT."""
+    names = CALL_COUNTS if isinstance(record, CallRecord) else COMPACTION_COUNTS
+    return [name for name in names if (getattr(record, name) or 0) > MAX_TOKEN_COUNT]
+
+
 def estimate_tokens(text: str) -> int:
     """A rough token estimate (about 4 characters per token), used only where no count exists."""
     return (len(text) + 3) // 4
