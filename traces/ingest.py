@@ -9,6 +9,7 @@ COPY into a staging table and merged with INSERT … ON CONFLICT.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import orjson
@@ -163,6 +164,7 @@ class TraceLoader:
 
     def feed(self, record) -> None:
         # Sessions are looked up or created in bulk at the next flush, by name until then.
+        _fit_for_columns(record)
         if isinstance(record, CallRecord):
             if implausible_counts(record):
                 self._reject_counts(record)
@@ -477,7 +479,7 @@ class TraceLoader:
                 calls.items(), key=lambda item: (item[0][0], item[1].timestamp, item[1].line)
             )
             for (session_pk, _key), record in ordered:
-                key = record.key[:300]
+                key = record.key
                 agent_pk = agents[(session_pk, record.agent_id)]
                 rows.append(
                     (
@@ -496,8 +498,10 @@ class TraceLoader:
                         record.reasoning_tokens,
                         record.context_tokens,
                         record.is_sidechain,
-                        " ".join(record.signature),
-                        "\n".join(f"{mode}\t{path}" for mode, path in record.touches)
+                        _storable(" ".join(record.signature)),
+                        _storable(
+                            "\n".join(_touch_line(mode, path) for mode, path in record.touches)
+                        )
                         if record.touches
                         else "",
                         record.line or None,
@@ -654,11 +658,11 @@ class TraceLoader:
         objects = {}
         for record in compactions:
             session_pk = self._session_pk(record.harness, record.session_id)
-            objects[(session_pk, record.key[:300])] = Compaction(
+            objects[(session_pk, record.key)] = Compaction(
                 workspace=self.workspace,
                 session_id=session_pk,
                 agent_id=self._agent_pk(session_pk, record.agent_id),
-                key=record.key[:300],
+                key=record.key,
                 kind=record.kind,
                 timestamp=record.timestamp,
                 trigger=record.trigger,
@@ -691,6 +695,41 @@ class TraceLoader:
             )  # fmt: skip
         self.summary.compactions += len(set(objects) - existing)
         self.touched_sessions |= sessions
+
+
+KEY_LENGTH = 300  # Call.key and Compaction.key
+_TEXT_FIELDS = {
+    CallRecord: ("session_id", "agent_id", "key", "model"),
+    CompactionRecord: ("session_id", "agent_id", "key"),
+    SessionInfo: ("external_id", "project", "git_branch", "harness_version", "title"),
+    AgentInfo: ("session_id", "agent_id", "parent_agent_id", "agent_type", "description",
+                "spawn_tool_call_id"),
+}  # fmt: skip
+
+
+def _fit_for_columns(record) -> None:
+    """Make a record's strings storable: PostgreSQL text cannot hold NUL (it becomes
+    U+FFFD), and a key longer than its column keeps a prefix and a digest of the whole,
+    so that two long keys sharing a prefix stay two keys."""
+    for name in _TEXT_FIELDS.get(type(record), ()):
+        value = getattr(record, name)
+        if value and "\x00" in value:
+            setattr(record, name, value.replace("\x00", "\ufffd"))
+    key = getattr(record, "key", None)
+    if key is not None and len(key) > KEY_LENGTH:
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        record.key = f"{key[: KEY_LENGTH - len(digest) - 1]}#{digest}"
+
+
+def _storable(text: str) -> str:
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def _touch_line(mode: str, path: str) -> str:
+    # One touch per line, mode and path split by a tab: neither may appear in the path.
+    if "\n" in path or "\t" in path:
+        path = path.replace("\n", " ").replace("\t", " ")
+    return f"{mode}\t{path}"
 
 
 def _get_or_create(model, defaults=None, **lookup):

@@ -390,6 +390,36 @@ def test_counts_too_large_for_the_database_are_reported_and_the_rest_kept(ingest
     assert compaction.post_tokens == 5 + 100 + 5000  # the next call's context
 
 
+def test_strings_postgresql_cannot_store_are_made_storable(ingest, tmp_path):
+    nul_read = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/x/a\x00b"}}
+    odd_read = {"type": "tool_use", "id": "t2", "name": "Read",
+                "input": {"file_path": "/x/line\nedit\tfake"}}  # fmt: skip
+    long_a, long_b = "msg_" + "a" * 400 + "1", "msg_" + "a" * 400 + "2"  # same first 300
+    lines = claude_session(2, session="s-\x00-nul")
+    lines += [
+        claude_assistant(long_a, None, t=100, session="s-\x00-nul"),
+        claude_assistant(long_b, None, t=101, session="s-\x00-nul"),
+        claude_assistant("m-nul", "r1", t=102, session="s-\x00-nul", model="claude\x00x",
+                         content=[nul_read, odd_read]),
+    ]  # fmt: skip
+    path = tmp_path / "odd.jsonl"
+    write_lines(path, lines)
+    summary = ingest(path)
+    assert summary.errors == [] and summary.calls == 5
+    session = Session.objects.get()
+    assert session.external_id == "s-\ufffd-nul" and session.call_count == 5
+    keys = list(Call.objects.filter(key__startswith="msg_aaa").values_list("key", flat=True))
+    assert len(keys) == 2 and all(len(key) <= 300 for key in keys) and keys[0] != keys[1]
+    call = Call.objects.get(key="m-nul:r1")
+    assert call.model == "claude\ufffdx"
+    assert sorted(FileTouch.objects.filter(path__startswith="/x/").values_list("mode", "path")) == [
+        ("read", "/x/a\ufffdb"),
+        ("read", "/x/line edit fake"),
+    ]
+    again = ingest(path)  # the same bytes: nothing new, and no duplicate for the long keys
+    assert again.calls == 0 and Call.objects.count() == 5
+
+
 def test_truncated_zip_is_a_clear_error(ingest, tmp_path, shared_fixtures):
     archive = tmp_path / "cut.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
