@@ -707,18 +707,33 @@ _TEXT_FIELDS = {
 }  # fmt: skip
 
 
+# Identifiers longer than their column: (field, column length).
+_ID_LENGTHS = (
+    ("key", KEY_LENGTH),
+    ("session_id", SESSION_ID_LENGTH),
+    ("external_id", SESSION_ID_LENGTH),
+    ("agent_id", SESSION_ID_LENGTH),  # Agent.external_id
+)
+
+
 def _fit_for_columns(record) -> None:
     """Make a record's strings storable: PostgreSQL text cannot hold NUL (it becomes
-    U+FFFD), and a key longer than its column keeps a prefix and a digest of the whole,
-    so that two long keys sharing a prefix stay two keys."""
-    for name in _TEXT_FIELDS.get(type(record), ()):
+    U+FFFD), and an identifier longer than its column keeps a prefix and a digest of the
+    whole, so that two long identifiers sharing a prefix stay two."""
+    fields = _TEXT_FIELDS.get(type(record), ())
+    for name in fields:
         value = getattr(record, name)
         if value and "\x00" in value:
             setattr(record, name, value.replace("\x00", "\ufffd"))
-    key = getattr(record, "key", None)
-    if key is not None and len(key) > KEY_LENGTH:
-        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-        record.key = f"{key[: KEY_LENGTH - len(digest) - 1]}#{digest}"
+    for name, length in _ID_LENGTHS:
+        value = getattr(record, name, None) if name in fields else None
+        if value is not None and len(value) > length:
+            setattr(record, name, _shortened(value, length))
+
+
+def _shortened(value: str, length: int) -> str:
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{value[: length - len(digest) - 1]}#{digest}"
 
 
 def _storable(text: str) -> str:

@@ -420,6 +420,17 @@ def test_strings_postgresql_cannot_store_are_made_storable(ingest, tmp_path):
     assert again.calls == 0 and Call.objects.count() == 5
 
 
+def test_long_session_ids_sharing_a_prefix_stay_two_sessions(ingest, tmp_path):
+    first, second = "s" * 250 + "-1", "s" * 250 + "-2"
+    write_lines(tmp_path / "a.jsonl", claude_session(2, session=first))
+    write_lines(tmp_path / "b.jsonl", claude_session(3, session=second))
+    summary = ingest(tmp_path)
+    assert summary.errors == [] and summary.sessions == 2
+    stored = list(Session.objects.values_list("external_id", "call_count"))
+    assert sorted(count for _, count in stored) == [2, 3]
+    assert all(len(external) <= 200 and external.startswith("s" * 100) for external, _ in stored)
+
+
 def test_truncated_zip_is_a_clear_error(ingest, tmp_path, shared_fixtures):
     archive = tmp_path / "cut.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
