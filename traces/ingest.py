@@ -713,6 +713,7 @@ _ID_LENGTHS = (
     ("session_id", SESSION_ID_LENGTH),
     ("external_id", SESSION_ID_LENGTH),
     ("agent_id", SESSION_ID_LENGTH),  # Agent.external_id
+    ("parent_agent_id", SESSION_ID_LENGTH),
 )
 
 
