@@ -164,9 +164,17 @@ class TraceLoader:
 
     def feed(self, record) -> None:
         # Sessions are looked up or created in bulk at the next flush, by name until then.
-        _fit_for_columns(record)
+        if type(record) is not CallRecord or _needs_fitting(record):
+            _fit_for_columns(record)
         if isinstance(record, CallRecord):
-            if implausible_counts(record):
+            largest = max(
+                record.input_tokens,
+                record.cache_creation_tokens,
+                record.cache_read_tokens,
+                record.output_tokens,
+                record.reasoning_tokens,
+            )
+            if largest > MAX_TOKEN_COUNT:
                 self._reject_counts(record)
                 return
             key = (record.harness, record.session_id[:SESSION_ID_LENGTH], record.key)
@@ -730,6 +738,19 @@ def _fit_for_columns(record) -> None:
         value = getattr(record, name, None) if name in fields else None
         if value is not None and len(value) > length:
             setattr(record, name, _shortened(value, length))
+
+
+def _needs_fitting(call: CallRecord) -> bool:
+    """The common case, inlined: a call whose strings are all storable as they are."""
+    return (
+        len(call.key) > KEY_LENGTH
+        or len(call.session_id) > SESSION_ID_LENGTH
+        or len(call.agent_id) > SESSION_ID_LENGTH
+        or "\x00" in call.key
+        or "\x00" in call.session_id
+        or "\x00" in call.agent_id
+        or "\x00" in call.model
+    )
 
 
 def _shortened(value: str, length: int) -> str:
