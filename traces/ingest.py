@@ -175,9 +175,9 @@ class TraceLoader:
                 record.reasoning_tokens,
             )
             if largest > MAX_TOKEN_COUNT:
-                self._reject_counts(record)
+                self._reject_counts(record, implausible_counts(record))
                 return
-            key = (record.harness, record.session_id[:SESSION_ID_LENGTH], record.key)
+            key = (record.harness, record.session_id, record.key)
             existing = self._calls.get(key)
             if existing is None or record.output_tokens >= existing.output_tokens:
                 self._calls[key] = record
@@ -188,26 +188,25 @@ class TraceLoader:
                 {"file": self.file_name, "line": record.line, "error": record.message}
             )
         elif isinstance(record, SessionInfo):
-            name = (record.harness, record.external_id[:SESSION_ID_LENGTH])
+            name = (record.harness, record.external_id)
             session_pk = self._sessions.get(name)
             if session_pk is None:
                 self._waiting_infos.setdefault(name, []).append(record)
             else:
                 self._note_info(session_pk, record)
         elif isinstance(record, AgentInfo):
-            name = (record.harness, record.session_id[:SESSION_ID_LENGTH])
+            name = (record.harness, record.session_id)
             self._waiting_agents[(*name, record.agent_id)] = record
         elif isinstance(record, CompactionRecord):
-            if implausible_counts(record):
-                self._reject_counts(record)
-                for name in implausible_counts(record):
+            implausible = implausible_counts(record)
+            if implausible:
+                self._reject_counts(record, implausible)
+                for name in implausible:
                     setattr(record, name, None)  # the boundary itself is kept
             self._compactions.append(record)
 
-    def _reject_counts(self, record: CallRecord | CompactionRecord) -> None:
-        fields = ", ".join(
-            f"{name} = {getattr(record, name)}" for name in implausible_counts(record)
-        )
+    def _reject_counts(self, record: CallRecord | CompactionRecord, names: list[str]) -> None:
+        fields = ", ".join(f"{name} = {getattr(record, name)}" for name in names)
         kept = "call skipped" if isinstance(record, CallRecord) else "value dropped"
         self.summary.malformed_lines += 1
         self.summary.errors.append(
@@ -227,7 +226,7 @@ class TraceLoader:
     def _resolve_sessions(self) -> None:
         """Look up or create, in bulk, every session named since the last flush."""
         names = {(harness, external) for harness, external, _ in self._calls}
-        names |= {(c.harness, c.session_id[:SESSION_ID_LENGTH]) for c in self._compactions}
+        names |= {(c.harness, c.session_id) for c in self._compactions}
         names |= {(harness, external) for harness, external, _ in self._waiting_agents}
         names |= set(self._waiting_infos)
         names -= set(self._sessions)
@@ -288,7 +287,7 @@ class TraceLoader:
     # --- sessions and agents -------------------------------------------------------
 
     def _session_pk(self, harness: str, external_id: str, info: SessionInfo | None = None) -> int:
-        cache_key = (harness, external_id[:SESSION_ID_LENGTH])
+        cache_key = (harness, external_id)
         pk = self._sessions.get(cache_key)
         if pk is not None:
             return pk
@@ -306,7 +305,7 @@ class TraceLoader:
             Session,
             workspace=self.workspace,
             harness=harness,
-            external_id=external_id[:SESSION_ID_LENGTH],
+            external_id=external_id,
             defaults=defaults,
         )
         if created:
@@ -322,10 +321,12 @@ class TraceLoader:
     def prepare_sessions(self, infos: list[SessionInfo]) -> None:
         """Get or create many sessions in three statements; the first info of each is what
         a created session starts with."""
+        for info in infos:
+            _fit_for_columns(info)  # as feed() does, so both name a session alike
         wanted = {
-            (i.harness, i.external_id[:SESSION_ID_LENGTH]): i
+            (i.harness, i.external_id): i
             for i in infos
-            if (i.harness, i.external_id[:SESSION_ID_LENGTH]) not in self._sessions
+            if (i.harness, i.external_id) not in self._sessions
         }
         if not wanted:
             return

@@ -97,12 +97,11 @@ def raw_uploads_store_paths(
                 spooled.append(
                     _spool(path.name, iter(lambda: handle.read(CHUNK), b""), durable=False)
                 )
-        return [
-            upload for upload, _ in _raw_uploads_keep(workspace, spooled, source=source, user=user)
-        ]
-    finally:
-        for item in spooled:
+    except BaseException:
+        for item in spooled:  # _raw_uploads_keep removes them otherwise
             _remove_if_present(item.temp_path)
+        raise
+    return [upload for upload, _ in _raw_uploads_keep(workspace, spooled, source=source, user=user)]
 
 
 @dataclass

@@ -497,3 +497,29 @@ def test_otlp_marks_new_and_existing_sessions_for_the_derive_step(workspace, mem
     marks = dict(Session.objects.values_list("external_id", "needs_derive"))
     assert marks == {first.lower(): True, second.lower(): False}
     assert Call.objects.count() == 3
+
+
+def test_otlp_conversation_ids_postgresql_cannot_store_name_one_session(workspace, members):
+    from traces.services import otlp_receive
+
+    conversation = "c\x00" + "x" * 300  # a NUL, and longer than the column
+
+    def body(span_id: str, tokens: int) -> bytes:
+        return json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{
+            "scope": {"name": "s"},
+            "spans": [{
+                "traceId": "5B8EFFF798038103D269B633813FC60C", "spanId": span_id, "name": "chat",
+                "startTimeUnixNano": str(1_767_225_600_000_000_000 + tokens),
+                "attributes": [
+                    {"key": "gen_ai.conversation.id", "value": {"stringValue": conversation}},
+                    {"key": "gen_ai.usage.input_tokens", "value": {"intValue": str(tokens)}},
+                ],
+            }],
+        }]}]}).encode()  # fmt: skip
+
+    for span_id, tokens in (("EEE19B7EC3C1B174", 900), ("EEE19B7EC3C1B175", 1200)):
+        otlp_receive(workspace=workspace, user=members["editor"], body=body(span_id, tokens),
+                     content_type="application/json")  # fmt: skip
+    session = Session.objects.get()
+    assert len(session.external_id) <= 200 and session.external_id.startswith("c\ufffdxxx")
+    assert sorted(Call.objects.values_list("context_tokens", flat=True)) == [900, 1200]
