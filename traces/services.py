@@ -286,6 +286,26 @@ def _relaxed_commits():
 
 
 @contextmanager
+def _collector_paused():
+    """Without automatic cyclic garbage collection, then one young-generation pass.
+
+    A load allocates millions of short-lived, acyclic objects (parsed lines, records,
+    rows), which reference counting frees. The collector kept walking the survivors of
+    each batch: about 0.7 s per worker on the benchmark corpus, to find nothing (peak RSS
+    is the same without it). Objects made meanwhile stay in the youngest generation, so
+    the final pass sees every cycle the load may have left.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect(0)
+
+
+@contextmanager
 def _local_path(upload: RawUpload):
     try:
         yield Path(upload.file.path)
@@ -360,7 +380,7 @@ def ingest_upload(
     """Ingest every transcript in one stored upload. Returns the sessions that still
     need the derive step (`summary.derived_sessions` holds those already derived)."""
     ingestion = _Ingestion(workspace=workspace, summary=summary)
-    with _relaxed_commits():
+    with _relaxed_commits(), _collector_paused():
         _ingest_upload_into(ingestion, upload, fmt=fmt, extra_meta=extra_meta, on_bytes=on_bytes)
         return ingestion.finish()
 
@@ -628,7 +648,7 @@ def _ingest_files_task(task) -> tuple[IngestSummary, set[int], int]:
     size = sum(upload.size for upload in uploads)
     ingestion = _Ingestion(workspace=workspace, summary=summary)
     ingestion.look_up([upload.sha256 for upload in uploads])  # a plain file is its own member
-    with _relaxed_commits():
+    with _relaxed_commits(), _collector_paused():
         for upload in uploads:
             _ingest_upload_into(ingestion, upload, fmt=fmt, extra_meta=meta)
         touched = ingestion.finish()

@@ -1,5 +1,6 @@
 """Ingestion into the database: counts, idempotency, growth, concurrency, interrupted work, bad input."""
 
+import gc
 import gzip
 import io
 import json
@@ -142,6 +143,25 @@ def test_a_concurrent_store_of_the_same_bytes_keeps_the_first_row_and_file(works
     assert _save_or_existing(late).pk == first.pk
     assert not first.file.storage.exists(late_name)  # the loser's copy is removed
     assert first.file.storage.exists(first.file.name) and RawUpload.objects.count() == 1
+
+
+def test_the_cyclic_collector_is_paused_for_a_load_and_restored(ingest, tmp_path, monkeypatch):
+    write_lines(tmp_path / "s.jsonl", claude_session(6, session="sess-gc"))
+    states = []
+    flush = TraceLoader.flush
+
+    def observed_flush(self):
+        states.append(gc.isenabled())
+        return flush(self)
+
+    monkeypatch.setattr(TraceLoader, "flush", observed_flush)
+    assert gc.isenabled()
+    assert ingest(tmp_path / "s.jsonl").calls == 6
+    assert states and not any(states)
+    assert gc.isenabled()
+    (tmp_path / "bad.jsonl").write_bytes(b"\x00" * 10)  # a load that ends in an error
+    assert ingest(tmp_path / "bad.jsonl").errors
+    assert gc.isenabled()
 
 
 def test_a_grown_transcript_adds_only_its_new_calls(ingest, tmp_path):
