@@ -22,6 +22,7 @@ from pathlib import Path
 
 CHUNK = 1 << 20
 MAX_META_BYTES = 64 * 1024
+STREAM_BUFFER = 1 << 20  # read buffer of a plain transcript being parsed
 
 
 class ArchiveError(ValueError):
@@ -228,7 +229,10 @@ def open_members(
 ) -> Iterator[tuple[str, io.BufferedIOBase]]:
     """Stream the wanted members (by name) of an upload whose inventory was taken."""
     if kind == "plain":
-        with open(path, "rb") as handle:
+        # Python sizes the buffer by the file system's block (4 KiB on ext4): a read call
+        # per 4 KiB, and more lines split across buffers, doubled the cost of the line
+        # iteration on the benchmark corpus (0.32 s against 0.14 s).
+        with open(path, "rb", buffering=STREAM_BUFFER) as handle:
             yield display_name, handle
         return
     if kind == "gzip":
