@@ -31,7 +31,13 @@ from governance.services import (
 from traces.analytics.services import analytics_refresh_queue
 from traces.derive import sessions_derive_many
 from traces.formats import FORMATS, detect_format, make_parser
-from traces.formats.archive import ArchiveError, Limits, inventory, open_members
+from traces.formats.archive import (
+    READ_ERRORS,
+    ArchiveError,
+    Limits,
+    inventory,
+    open_members,
+)
 from traces.formats.otlp import OtlpResult, parse_request
 from traces.ingest import IngestSummary, TraceLoader
 from traces.models import IngestedFile, RawUpload, Session, UploadSource
@@ -404,6 +410,10 @@ def _ingest_upload_into(
             summary.errors.append(
                 {"file": f"{upload.original_name}:{member}", "line": None, "error": reason}
             )
+        if listing.stopped:
+            summary.errors.append(
+                {"file": upload.original_name, "line": None, "error": listing.stopped}
+            )
         meta = {_meta_key(k): v for k, v in {**(extra_meta or {}), **listing.meta}.items()}
         wanted = {}
         done = ingestion.already_ingested([m.sha256 for m in listing.members])
@@ -473,8 +483,15 @@ def _ingest_member(
     try:
         for record in parser.parse(stream):
             loader.feed(record)
-    except (OSError, EOFError, ValueError) as exc:
-        summary.errors.append({"file": display, "line": None, "error": f"stopped reading: {exc}"})
+    except READ_ERRORS as exc:
+        summary.errors.append(
+            {
+                "file": display,
+                "line": parser.stats.lines or None,
+                "error": f"stopped reading after line {parser.stats.lines:,}, truncated or "
+                f"corrupt: {str(exc) or type(exc).__name__} (the records before it are kept)",
+            }
+        )
     stats = parser.stats
     summary.files += 1
     summary.duplicates_dropped += stats.duplicates_dropped

@@ -1,13 +1,21 @@
 """Archives: safe member names, bomb limits, truncation, and garbage."""
 
 import gzip
+import hashlib
 import io
 import tarfile
 import zipfile
 
 import pytest
 
-from traces.formats.archive import ArchiveError, Limits, inventory, open_members, safe_member_name
+from traces.formats.archive import (
+    READ_ERRORS,
+    ArchiveError,
+    Limits,
+    inventory,
+    open_members,
+    safe_member_name,
+)
 
 
 def make_zip(path, members):
@@ -94,20 +102,85 @@ def test_archive_bombs_are_refused(tmp_path):
         inventory(gz, "bomb.jsonl.gz", Limits(max_member_bytes=1_000_000))
 
 
-@pytest.mark.parametrize("kind", ["zip", "tgz", "gz"])
-def test_truncated_archives_are_a_clear_error(tmp_path, kind):
+def make_tar(path, members):
+    with tarfile.open(path, "w") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+
+LINE = b'{"type":"user"}\n'
+
+
+def read_all(path, listing):
+    """Each wanted member's bytes as the parse pass reads them, up to any damage."""
+    read = {}
+    names = {m.name for m in listing.members}
+    for name, stream in open_members(path, listing.kind, path.name, names):
+        data = b""
+        try:
+            while chunk := stream.read(4096):
+                data += chunk
+        except READ_ERRORS:
+            pass
+        read[name] = data
+    return read
+
+
+@pytest.mark.parametrize("kind", ["zip", "tgz", "tar"])
+def test_a_truncated_archive_keeps_the_members_before_the_cut(tmp_path, kind):
     path = tmp_path / f"cut.{kind}"
-    payload = b'{"type":"user"}\n' * 20000
-    if kind == "zip":
-        make_zip(path, {"a.jsonl": payload})
-    elif kind == "tgz":
-        make_tgz(path, {"a.jsonl": payload})
-    else:
-        path.write_bytes(gzip.compress(payload))
+    members = {"a.jsonl": LINE * 50, "b.jsonl": LINE * 60, "c.jsonl": bytes(range(256)) * 800}
+    {"zip": make_zip, "tgz": make_tgz, "tar": make_tar}[kind](path, members)
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ArchiveError, match=r"truncated|corrupt|not a readable"):
-        inventory(path, path.name)
+    path.write_bytes(data[: len(data) * 2 // 3])  # inside c.jsonl, the last and largest
+    listing = inventory(path, path.name)
+    assert [m.name for m in listing.members][:2] == ["a.jsonl", "b.jsonl"]
+    assert listing.members[0].sha256 == hashlib.sha256(LINE * 50).hexdigest()
+    assert listing.members[1].size == len(LINE * 60)
+    assert "truncated" in listing.stopped or "central directory" in listing.stopped
+    read = read_all(path, listing)
+    assert read["a.jsonl"] == LINE * 50 and read["b.jsonl"] == LINE * 60
+    if len(listing.members) == 3:  # listed with the part that could be read
+        assert listing.members[2].size < len(members["c.jsonl"])
+        assert members["c.jsonl"].startswith(read["c.jsonl"])
+
+
+def test_a_truncated_gzip_keeps_the_bytes_before_the_cut(tmp_path):
+    path = tmp_path / "cut.jsonl.gz"
+    payload = b"".join(b'{"n":%d}\n' % i for i in range(40000))
+    compressed = gzip.compress(payload)
+    path.write_bytes(compressed[: len(compressed) // 2])
+    listing = inventory(path, path.name)
+    (member,) = listing.members
+    assert member.name == "cut.jsonl" and 0 < member.size < len(payload)
+    read = read_all(path, listing)["cut.jsonl"]
+    assert len(read) > 0 and payload.startswith(read)
+
+
+def test_a_zip_bomb_is_still_refused_when_read_from_local_headers(tmp_path):
+    path = tmp_path / "bomb.zip"
+    make_zip(path, {f"m{i}.jsonl": LINE for i in range(30)})
+    data = path.read_bytes()
+    path.write_bytes(data[: data.index(b"PK\x01\x02")])  # no central directory
+    with pytest.raises(ArchiveError, match="more than 20 members"):
+        inventory(path, path.name, Limits(max_members=20))
+    make_zip(path, {"big.jsonl": LINE * 10_000})
+    data = path.read_bytes()
+    path.write_bytes(data[: data.index(b"PK\x01\x02")])
+    with pytest.raises(ArchiveError, match="exceeds"):
+        inventory(path, path.name, Limits(max_member_bytes=1000))
+
+
+def test_an_escaping_member_path_is_skipped_when_read_from_local_headers(tmp_path):
+    path = tmp_path / "escape.zip"
+    make_zip(path, {"../evil.jsonl": LINE, "ok.jsonl": LINE})
+    data = path.read_bytes()
+    path.write_bytes(data[: data.index(b"PK\x01\x02")])
+    listing = inventory(path, path.name)
+    assert [m.name for m in listing.members] == ["ok.jsonl"]
+    assert listing.errors == [("../evil.jsonl", "member path escapes the archive (skipped)")]
 
 
 def test_plain_and_garbage_files_inventory_as_plain(tmp_path):

@@ -4,6 +4,7 @@ import gc
 import gzip
 import io
 import json
+import tarfile
 import threading
 import zipfile
 
@@ -451,18 +452,58 @@ def test_long_session_ids_sharing_a_prefix_stay_two_sessions(ingest, tmp_path):
     assert all(len(external) <= 200 and external.startswith("s" * 100) for external, _ in stored)
 
 
-def test_truncated_zip_is_a_clear_error(ingest, tmp_path, shared_fixtures):
-    archive = tmp_path / "cut.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
-        z.write(
-            shared_fixtures
-            / "d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
-            "a.jsonl",
-        )
-    archive.write_bytes(archive.read_bytes()[:2000])
+def _session_bytes(calls: int, session: str) -> bytes:
+    return ("\n".join(claude_session(calls, session=session)) + "\n").encode()
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "tar", "zip"])
+def test_a_truncated_archive_keeps_every_call_before_the_cut(ingest, tmp_path, kind):
+    whole, cut = _session_bytes(8, "sess-whole"), _session_bytes(400, "sess-cut")
+    archive = tmp_path / f"projects.{kind}"
+    if kind == "zip":
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("p/whole.jsonl", whole)
+            z.writestr("p/cut.jsonl", cut)
+    else:
+        with tarfile.open(archive, "w:gz" if kind == "tar.gz" else "w") as tar:
+            for name, data in (("p/whole.jsonl", whole), ("p/cut.jsonl", cut)):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    data = archive.read_bytes()
+    archive.write_bytes(data[: len(data) * 3 // 4])
     summary = ingest(archive)
+    assert Session.objects.get(external_id="sess-whole").call_count == 8
+    kept = Call.objects.filter(session__external_id="sess-cut").count()
+    assert summary.calls == 8 + kept and 0 < kept < 400
+    files = {error["file"] for error in summary.errors}
+    assert files <= {f"projects.{kind}", f"projects.{kind}:p/cut.jsonl"} and files
+    assert all(
+        "truncated" in e["error"] or "central directory" in e["error"] for e in summary.errors
+    )
+
+
+def test_a_truncated_gzip_keeps_every_call_before_the_cut(ingest, tmp_path):
+    compressed = gzip.compress(_session_bytes(400, "sess-gz"))
+    path = tmp_path / "sess-gz.jsonl.gz"
+    path.write_bytes(compressed[: len(compressed) // 2])
+    summary = ingest(path)
+    kept = Call.objects.filter(session__external_id="sess-gz").count()
+    assert summary.calls == kept and 0 < kept < 400
+    (error,) = [e for e in summary.errors if "stopped reading" in e["error"]]
+    assert error["file"] == "sess-gz.jsonl" and error["line"] > 0
+    assert f"after line {error['line']:,}" in error["error"]
+    assert "records before it are kept" in error["error"]
+    assert RawUpload.objects.get().size == len(compressed) // 2  # the damaged bytes are kept
+
+
+def test_a_zip_that_is_not_a_zip_at_all_is_a_clear_error(ingest, tmp_path):
+    path = tmp_path / "junk.zip"
+    path.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)
+    summary = ingest(path)
     assert summary.calls == 0
-    assert summary.errors[0]["file"] == "cut.zip" and "zip" in summary.errors[0]["error"]
+    assert summary.errors and summary.errors[0]["file"] == "junk.zip"
+    assert "central directory" in summary.errors[0]["error"]
 
 
 def test_workspaces_are_isolated(ingest, shared_fixtures, workspace, other_workspace):

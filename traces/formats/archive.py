@@ -4,6 +4,11 @@
 and collects the small `.meta.json` sidecars; it enforces the limits on member count and
 uncompressed size (archive bombs) and rejects member paths that escape the archive.
 `open_members()` then streams the wanted members again for parsing.
+
+A truncated or corrupt upload keeps what came before the damage: a member's data that
+stops early is listed with the bytes that could be read (its records are ingested, and
+the parse reports where it stopped), a tar whose headers stop is listed up to there, and
+a zip that lost its central directory is read from its members' local headers.
 """
 
 from __future__ import annotations
@@ -15,14 +20,21 @@ import posixpath
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import stream_unzip
+
 CHUNK = 1 << 20
 MAX_META_BYTES = 64 * 1024
 STREAM_BUFFER = 1 << 20  # read buffer of a plain transcript being parsed
+# What reading a damaged member raises, besides OSError and EOFError: gzip and zipfile
+# raise zlib.error and BadZipFile (CRC), tarfile ReadError, stream-unzip UnzipError.
+READ_ERRORS = (
+    EOFError, OSError, ValueError, zlib.error, zipfile.BadZipFile, tarfile.TarError,
+)  # fmt: skip
 
 
 class ArchiveError(ValueError):
@@ -49,6 +61,7 @@ class Inventory:
     members: list[Member] = field(default_factory=list)
     meta: dict[str, bytes] = field(default_factory=dict)  # member name -> sidecar JSON bytes
     errors: list[tuple[str, str]] = field(default_factory=list)  # (member, reason)
+    stopped: str = ""  # why the listing ended early (members listed so far are kept)
 
     @property
     def total_bytes(self) -> int:
@@ -88,15 +101,16 @@ def _is_gzipped_tar(path: Path) -> bool:
 
 
 def _hash_stream(stream, name: str, limits: Limits, budget: list[int]) -> Member:
+    """The member's size and digest; for damaged data, those of the bytes before it."""
     digest = hashlib.sha256()
     size = 0
+    # read1: one read of the source per call, so damage loses only that read's bytes.
+    read = getattr(stream, "read1", stream.read)
     while True:
         try:
-            chunk = stream.read(CHUNK)
-        except (EOFError, zlib.error, OSError, zipfile.BadZipFile, tarfile.TarError) as exc:
-            raise ArchiveError(
-                f"{name}: truncated or corrupt ({exc or type(exc).__name__})"
-            ) from None
+            chunk = read(CHUNK)
+        except READ_ERRORS:
+            break  # the parse pass reads up to the same point and reports it
         if not chunk:
             break
         size += len(chunk)
@@ -168,7 +182,8 @@ def _iter_archive(path: Path, kind: str, result: Inventory, limits: Limits):
         try:
             archive = zipfile.ZipFile(path)
         except zipfile.BadZipFile as exc:
-            raise ArchiveError(f"not a readable zip archive ({exc})") from None
+            yield from _zip_local_entries(path, result, limits, reason=str(exc))
+            return
         with archive:
             for info in archive.infolist():
                 if info.is_dir():
@@ -207,9 +222,78 @@ def _iter_archive(path: Path, kind: str, result: Inventory, limits: Limits):
                     continue
                 yield name, (lambda info=info: _tar_member(archive, info))
         except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-            raise ArchiveError(
-                f"truncated or corrupt tar archive ({exc or type(exc).__name__})"
-            ) from None
+            result.stopped = (
+                f"truncated or corrupt tar archive ({str(exc) or type(exc).__name__}): "
+                f"nothing after member {count:,} could be read"
+            )
+
+
+def _zip_local_entries(path: Path, result: Inventory, limits: Limits, *, reason: str):
+    """A zip without its central directory (cut short), read from its local headers."""
+    count = 0
+    with open(path, "rb") as handle:
+        entries = stream_unzip.stream_unzip(iter(lambda: handle.read(CHUNK), b""))
+        try:
+            for raw_name, _size, chunks in entries:
+                if raw_name.endswith(b"/"):
+                    _drain(chunks)
+                    continue
+                count += 1
+                if count > limits.max_members:
+                    raise ArchiveError(f"archive has more than {limits.max_members:,} members")
+                original = raw_name.decode("utf-8", "replace")
+                name = safe_member_name(original)
+                if name is None:
+                    result.errors.append((original, "member path escapes the archive (skipped)"))
+                    _drain(chunks)
+                    continue
+                yield name, (lambda chunks=chunks: _ChunkReader.open(chunks))
+                _drain(chunks)  # stream-unzip needs each member read to its end
+        except ArchiveError:
+            raise
+        except READ_ERRORS as exc:
+            result.stopped = (
+                f"zip archive without a readable central directory ({reason}), read from "
+                f"its local headers up to member {count:,}, where it stops: "
+                f"{str(exc) or type(exc).__name__}"
+            )
+            return
+    result.stopped = (
+        f"zip archive without a readable central directory ({reason}): read from its "
+        f"local headers ({count:,} members)"
+    )
+
+
+def _drain(chunks: Iterable[bytes]) -> None:
+    for _ in chunks:
+        pass
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable stream over a generator of byte chunks."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks = iter(chunks)
+        self._left = b""
+
+    @classmethod
+    @contextmanager
+    def open(cls, chunks: Iterable[bytes]):
+        yield io.BufferedReader(cls(chunks), buffer_size=CHUNK)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._left:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._left = chunk
+        size = min(len(buffer), len(self._left))
+        buffer[:size] = self._left[:size]
+        self._left = self._left[size:]
+        return size
 
 
 @contextmanager
