@@ -145,6 +145,18 @@ def test_missing_request_id_falls_back_to_message_id():
     assert [(c.key, c.output_tokens) for c in calls_of(records)] == [("m1", 7), ("m2", 2)]
 
 
+def test_the_same_ids_in_two_sessions_of_one_file_are_two_calls():
+    lines = [
+        claude_assistant("m1", "r1", out=4, session="sess-a"),
+        claude_assistant("m1", "r1", out=9, session="sess-b"),
+        claude_assistant("m1", "r1", out=6, session="sess-a"),  # a streamed re-emit in A
+    ]
+    parser, records = parse(lines)
+    calls = sorted((c.session_id, c.key, c.output_tokens) for c in calls_of(records))
+    assert calls == [("sess-a", "m1:r1", 6), ("sess-b", "m1:r1", 9)]
+    assert parser.stats.duplicates_dropped == 1
+
+
 def test_same_message_under_different_request_ids_are_two_calls_unless_a_sidechain_replay():
     lines = [claude_assistant("m1", "r1", out=5), claude_assistant("m1", "r2", out=6)]
     assert len(calls_of(parse(lines)[1])) == 2

@@ -103,10 +103,12 @@ class ClaudeCodeParser:
         self._out: list = []
         self._sessions_seen: set[str] = set()
         self._agents_seen: set[tuple[str, str]] = set()
-        self._pending: OrderedDict[str, _Pending] = OrderedDict()
-        self._recent_keys: OrderedDict[str, None] = OrderedDict()
-        self._msgid_to_key: dict[str, str] = {}
-        self._tool_owner: dict[str, str] = {}  # tool_use id -> pending key
+        # Calls are tracked by (session id, key): the dedup key is per session, and a file
+        # can hold several sessions' lines.
+        self._pending: OrderedDict[tuple[str, str], _Pending] = OrderedDict()
+        self._recent_keys: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._msgid_to_key: dict[tuple[str, str], str] = {}
+        self._tool_owner: dict[str, tuple[str, str]] = {}  # tool_use id -> pending call
         self._sidechain_agent: dict[str, str] = {}  # uuid -> agent id (sidechain lines only)
         self._spawn_prompts: dict[str, tuple[str, str, str]] = {}  # prompt -> (tool id, desc, type)
         self._prompts: dict[str, str] = {}  # agent id -> last user prompt text
@@ -334,16 +336,17 @@ class ClaudeCodeParser:
             self.stats.ignored_lines += 1  # a locally generated error, not an API call
             return
         sidechain = agent_id != "main" or bool(entry.get("isSidechain"))
-        key = self._key_for(message, entry, sidechain, line)
+        key = self._key_for(message, entry, sidechain, line, session_id)
+        slot = (session_id, key)
         context = uncached + cache_creation + cache_read
-        pending = self._pending.get(key)
+        pending = self._pending.get(slot)
         if pending is None:
             raw_time = entry.get("timestamp")
             timestamp = parse_timestamp(raw_time)
             if timestamp is None:
                 self._error(line, f"field 'timestamp' is missing or not ISO-8601: {raw_time!r}")
                 return
-            if key in self._recent_keys:
+            if slot in self._recent_keys:
                 # A late line for a call already emitted: emit it again; the loader keeps the larger.
                 self.stats.duplicates_dropped += 1
             record = CallRecord(
@@ -354,10 +357,10 @@ class ClaudeCodeParser:
             prompt = self._prompts.pop(agent_id, None) if self._prompts else None
             if prompt:
                 record.text["prompt"] = prompt
-            self._pending[key] = pending
+            self._pending[slot] = pending
         else:
             self.stats.duplicates_dropped += 1
-            self._pending.move_to_end(key)
+            self._pending.move_to_end(slot)
             pending.last_line = line
             record = pending.record
             if (pending.sidechain and not sidechain) or (
@@ -373,7 +376,7 @@ class ClaudeCodeParser:
                 pending.sidechain = sidechain
         content = message.get("content")
         if content:
-            self._merge_blocks(pending, content, key, agent_id)
+            self._merge_blocks(pending, content, slot, agent_id)
 
     def _usage_counts(self, usage: dict, line: int) -> list[int] | None:
         counts = []
@@ -390,26 +393,30 @@ class ClaudeCodeParser:
             counts.append(value)
         return counts
 
-    def _key_for(self, message: dict, entry: dict, sidechain: bool, line: int) -> str:
+    def _key_for(
+        self, message: dict, entry: dict, sidechain: bool, line: int, session_id: str
+    ) -> str:
         message_id = message.get("id")
         if type(message_id) is not str or not message_id:
             return f"line:{line}"
         request_id = entry.get("requestId")
         key = f"{message_id}:{request_id}" if type(request_id) is str and request_id else message_id
-        known = self._msgid_to_key.get(message_id)
+        known = self._msgid_to_key.get((session_id, message_id))
         if known is None:
-            self._msgid_to_key[message_id] = key
+            self._msgid_to_key[(session_id, message_id)] = key
             if len(self._msgid_to_key) > RECENT_KEYS:
                 self._msgid_to_key.pop(next(iter(self._msgid_to_key)))
         elif known != key:
-            other = self._pending.get(known)
+            other = self._pending.get((session_id, known))
             # /btw side questions replay a message under another requestId: same call.
             if sidechain or (other is not None and other.sidechain):
                 return known
-            self._msgid_to_key[message_id] = key
+            self._msgid_to_key[(session_id, message_id)] = key
         return key
 
-    def _merge_blocks(self, pending: _Pending, content, key: str, agent_id: str) -> None:
+    def _merge_blocks(
+        self, pending: _Pending, content, slot: tuple[str, str], agent_id: str
+    ) -> None:
         if type(content) is str:
             content = [{"type": "text", "text": content}]
         elif type(content) is not list:
@@ -445,7 +452,7 @@ class ClaudeCodeParser:
                     pending.record.touches.extend(touches)
                 if tool_id:
                     pending.open_tools.add(tool_id)
-                    self._tool_owner[tool_id] = key
+                    self._tool_owner[tool_id] = slot
                 if name in SPAWN_TOOLS and agent_id == "main" and type(tool_input) is dict:
                     prompt = tool_input.get("prompt")
                     if type(prompt) is str and prompt.strip():
@@ -490,8 +497,8 @@ class ClaudeCodeParser:
 
     def _attach_result(self, block: dict) -> None:
         tool_id = block.get("tool_use_id")
-        key = self._tool_owner.pop(tool_id, None) if type(tool_id) is str else None
-        pending = self._pending.get(key) if key else None
+        slot = self._tool_owner.pop(tool_id, None) if type(tool_id) is str else None
+        pending = self._pending.get(slot) if slot else None
         if pending is None:
             return
         raw = block.get("content")
@@ -584,13 +591,13 @@ class ClaudeCodeParser:
             self._out.append(self._open_compaction)
             self._open_compaction = None
 
-    def _emit(self, key: str) -> CallRecord:
-        pending = self._pending.pop(key)
+    def _emit(self, slot: tuple[str, str]) -> CallRecord:
+        pending = self._pending.pop(slot)
         for tool_id in pending.open_tools:
             self._tool_owner.pop(tool_id, None)
         record = pending.record
         record.text["blocks"] = pending.blocks
-        self._recent_keys[key] = None
+        self._recent_keys[slot] = None
         if len(self._recent_keys) > RECENT_KEYS:
             self._recent_keys.popitem(last=False)
         self.stats.records += 1
