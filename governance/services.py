@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import Error as DatabaseLayerError
 from django.db import models, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -302,11 +303,17 @@ class JobReporter:
         )
 
 
-def job_run(*, job_id: int, work: Callable[[Job, JobReporter], None]) -> Job | None:
+def job_run(
+    *,
+    job_id: int,
+    work: Callable[[Job, JobReporter], None],
+    retry_on: tuple[type[Exception], ...] = (),
+) -> Job | None:
     """Run `work` for a job: mark it running, then succeeded, or failed with the reason.
 
-    InputError marks the job failed with its message (never retried). Other exceptions
-    mark it failed and are re-raised so a Celery task can decide about retrying.
+    InputError marks the job failed with its message (never retried). An exception in
+    `retry_on` (the caller will retry) puts the job back in the queue with the reason;
+    other exceptions mark it failed. Both are re-raised for the Celery task.
     """
     job = Job.objects.filter(pk=job_id).select_related("workspace").first()
     if job is None:
@@ -326,6 +333,10 @@ def job_run(*, job_id: int, work: Callable[[Job, JobReporter], None]) -> Job | N
     except InputError as exc:
         _job_finish(job, reporter, status=JobStatus.FAILED, error=str(exc))
         return job
+    except retry_on as exc:
+        logger.warning("job %s (%s) will be retried: %s", job.pk, job.kind, exc)
+        _job_requeue(job, reporter, error=f"attempt {job.attempts} failed, retrying: {exc}")
+        raise
     except Exception as exc:
         logger.exception("job %s (%s) failed", job.pk, job.kind)
         _job_finish(
@@ -337,6 +348,17 @@ def job_run(*, job_id: int, work: Callable[[Job, JobReporter], None]) -> Job | N
         raise
     _job_finish(job, reporter, status=JobStatus.SUCCEEDED, error="")
     return job
+
+
+def _job_requeue(job: Job, reporter: JobReporter, *, error: str) -> None:
+    """Back to queued (not finished, so the retry runs it), keeping its progress and errors.
+    The database may be what failed: then the row stays running, which a retry runs too
+    (Celery's Django fixup replaces a broken connection before the next task)."""
+    try:
+        reporter.flush(force=True)
+        Job.objects.filter(pk=job.pk).update(status=JobStatus.QUEUED, error=error[:10000])
+    except DatabaseLayerError:
+        logger.warning("job %s could not be put back in the queue", job.pk, exc_info=True)
 
 
 def _job_finish(job: Job, reporter: JobReporter, *, status: str, error: str) -> None:

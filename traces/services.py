@@ -531,6 +531,7 @@ def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
                 extra_meta[upload.original_name] = handle.read()
     summary = IngestSummary()
     touched: set[int] = set()
+    reported = 0  # errors are shown as each upload ends, and kept if a later one fails
     for upload in uploads:
         if upload.original_name.endswith(".meta.json"):
             reporter.advance(upload.size)
@@ -544,12 +545,14 @@ def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
             on_bytes=reporter.advance,
         )
         reporter.set_counts(**summary.counts())
+        reporter.extend_errors(summary.errors[reported:])
+        reported = len(summary.errors)
     sessions_derive(session_ids=touched)
     if touched or summary.derived_sessions:
         workspace_bump_data_version(workspace=workspace)
         analytics_refresh_queue(workspace=workspace)
     reporter.set_counts(**summary.counts())
-    reporter.extend_errors(summary.errors)
+    reporter.extend_errors(summary.errors[reported:])
 
 
 def ingest_paths(

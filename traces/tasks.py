@@ -8,6 +8,7 @@ from traces import services
 
 
 @shared_task(
+    bind=True,
     name="traces.ingest_uploads",
     time_limit=4 * 3600,
     acks_late=True,
@@ -15,8 +16,15 @@ from traces import services
     retry_backoff=True,
     max_retries=3,
 )
-def ingest_uploads(job_id: int) -> None:
-    job_run(job_id=job_id, work=services.trace_ingest_job_run)
+def ingest_uploads(self, job_id: int) -> None:
+    # A database error is retried (every write is idempotent): until the last attempt the
+    # job goes back to the queue instead of failing.
+    retrying = self.request.retries < self.max_retries
+    job_run(
+        job_id=job_id,
+        work=services.trace_ingest_job_run,
+        retry_on=(OperationalError,) if retrying else (),
+    )
 
 
 @shared_task(name="traces.derive_pending", time_limit=3600, acks_late=True)

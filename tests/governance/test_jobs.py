@@ -52,6 +52,43 @@ def test_unexpected_error_fails_and_reraises_for_retry(workspace):
     assert job.status == JobStatus.FAILED and "database went away" in job.error
 
 
+def test_a_retryable_error_requeues_the_job_and_the_retry_finishes_it(workspace):
+    from django.db import OperationalError
+
+    job = job_create(workspace=workspace, kind="probe")
+    attempts = []
+
+    def work(job, reporter):
+        attempts.append(job.attempts)
+        reporter.error("line 3 is not JSON", file="a.jsonl", line=3)
+        if len(attempts) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+
+    with pytest.raises(OperationalError):
+        job_run(job_id=job.pk, work=work, retry_on=(OperationalError,))
+    job.refresh_from_db()
+    assert job.status == JobStatus.QUEUED and not job.is_finished
+    assert job.error == "attempt 1 failed, retrying: server closed the connection unexpectedly"
+    assert job.error_count == 1  # what the attempt found is kept
+    job_run(job_id=job.pk, work=work, retry_on=(OperationalError,))  # the Celery retry
+    job.refresh_from_db()
+    assert attempts == [1, 2] and job.status == JobStatus.SUCCEEDED and job.error == ""
+
+
+def test_on_the_last_attempt_a_retryable_error_fails_the_job(workspace):
+    from django.db import OperationalError
+
+    job = job_create(workspace=workspace, kind="probe")
+
+    def work(job, reporter):
+        raise OperationalError("still down")
+
+    with pytest.raises(OperationalError):
+        job_run(job_id=job.pk, work=work)  # the task passes no retry_on on its last try
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and "still down" in job.error
+
+
 def test_finished_job_is_not_run_again(workspace):
     job = job_create(workspace=workspace, kind="probe")
     Job.objects.filter(pk=job.pk).update(status=JobStatus.SUCCEEDED)
