@@ -73,6 +73,16 @@ def test_upload_over_the_limit_is_413(api_for, settings):
     assert "limit is 1,000 bytes" in response.json()["detail"]
 
 
+def test_too_many_files_in_one_request_is_a_400_with_a_message(api_for, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FILES = 2
+    files = [SimpleUploadedFile(f"s{i}.jsonl", transcript()) for i in range(3)]
+    response = api_for("editor").post(
+        "/api/v1/trace-uploads/", {"files": files}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("More than 2 files in one upload.")
+
+
 def test_sessions_list_filters_and_shape(api_for, run_on_commit, shared_fixtures):
     api = api_for("editor")
     with run_on_commit():

@@ -3,6 +3,7 @@
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from governance.models import Job
 from tests.traces.factories import claude_assistant, claude_session
 from traces.models import Session
 
@@ -34,6 +35,17 @@ def test_upload_form_validates_inline(client_for, workspace, settings):
         {"files": [SimpleUploadedFile("s.jsonl", b"x" * 500)], "format": "auto"},
     )
     assert big.status_code == 413 and b"the limit is 10 bytes" in big.content
+
+
+def test_too_many_files_in_one_upload_gets_a_message(client_for, workspace, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FILES = 3
+    files = [SimpleUploadedFile(f"s{i}.jsonl", b"{}\n") for i in range(4)]
+    response = client_for("editor").post(
+        f"/w/{workspace.slug}/traces/upload/", {"files": files, "format": "auto"}
+    )
+    assert response.status_code == 400
+    assert b"More than 3 files in one upload. Upload a .zip or .tar.gz" in response.content
+    assert Job.objects.filter(workspace=workspace).count() == 0
 
 
 def test_viewers_cannot_upload(client_for, workspace):

@@ -1,10 +1,11 @@
 """Traces API: uploads, sessions with their calls, compactions, agents and runs, ingest jobs."""
 
 from django.conf import settings
+from django.core.exceptions import TooManyFilesSent
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
@@ -15,7 +16,12 @@ from traces import selectors
 from traces.api import serializers
 from traces.filters import SessionFilter
 from traces.models import Session, UploadSource
-from traces.services import JOB_KIND, UploadTooLarge, trace_uploads_receive
+from traces.services import (
+    JOB_KIND,
+    UploadTooLarge,
+    too_many_files_message,
+    trace_uploads_receive,
+)
 
 
 class PayloadTooLarge(APIException):
@@ -38,7 +44,8 @@ class TraceUploadViewSet(viewsets.GenericViewSet):
             "Multipart upload of one or more files (field `files`, repeated): Claude Code session "
             "JSONL, Codex rollout JSONL, OTLP/JSON, or .zip/.tar.gz archives of whole folders. The raw "
             "bytes are committed before the 202 answer. Poll `job_url` for progress, counts and "
-            "line-numbered errors. Over the size limit: 413."
+            "line-numbered errors. Over the size limit: 413. Over the number of files in one request "
+            "(GOVERNANCE_MAX_UPLOAD_FILES, default 2,000): 400 with a message."
         ),
     )
     def create(self, request):
@@ -47,7 +54,10 @@ class TraceUploadViewSet(viewsets.GenericViewSet):
             raise PayloadTooLarge(
                 f"Request body is {length:,} bytes; the limit is {settings.GOVERNANCE_MAX_UPLOAD_BYTES:,} bytes."
             )
-        files = request.FILES.getlist("files") or list(request.FILES.values())
+        try:
+            files = request.FILES.getlist("files") or list(request.FILES.values())
+        except TooManyFilesSent:
+            raise ParseError(too_many_files_message()) from None
         payload = serializers.TraceUploadSerializer(
             data={"files": files, "format": request.data.get("format", "auto")}
         )
