@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import orjson
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -15,6 +17,13 @@ AXIS = {
     "zerolinecolor": "#c5ccd5",
     "automargin": True,
 }
+
+
+def chart_text(value: str) -> str:
+    """Text from users or transcripts, for a trace name or label. Plotly reads a subset of
+    HTML there (links, styles, line breaks), so it is escaped; hover templates show such
+    text through %{fullData.name}, never by concatenation, which would also read `%{…}`."""
+    return html.escape(str(value), quote=False)
 
 
 def base_layout(**overrides) -> dict:

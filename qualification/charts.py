@@ -12,7 +12,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from governance.charts import PALETTE, base_layout, figure_dict
+from governance.charts import PALETTE, base_layout, chart_text, figure_dict
 from qualification.analysis.refusals import format_tokens
 
 MARKER_STYLES = {
@@ -71,7 +71,7 @@ def add_decline_curve(
     points = [s for s in family["strata"] if s.get("accuracy") is not None]
     if not points:
         return fig
-    name = name or family["family"]
+    name = chart_text(name or family["family"])
     group = legendgroup or name
     xs = [_x(s["tokens"]) for s in points]
     where = {"row": row, "col": col} if row is not None else {}
@@ -245,10 +245,10 @@ def outcomes_figure(result: dict) -> dict:
                     },
                     mode="lines+markers",
                     line={"color": colour},
-                    name=family["family"],
+                    name=chart_text(family["family"]),
                     legendgroup=family["family"],
                     showlegend=o_index == 0,
-                    hovertemplate="%{y:.3~g}<extra>" + family["family"] + "</extra>",
+                    hovertemplate="%{y:.3~g}<extra>%{fullData.name}</extra>",
                 ),
                 row=o_index // 2 + 1,
                 col=o_index % 2 + 1,
@@ -279,9 +279,9 @@ def cost_figure(result: dict) -> dict:
                 y=[s["input_tokens"] + (s.get("output_tokens") or 0) for s in points],
                 mode="lines+markers",
                 line={"color": colour},
-                name=family["family"],
+                name=chart_text(family["family"]),
                 legendgroup=family["family"],
-                hovertemplate="%{y:,.0f} tokens<extra>" + family["family"] + "</extra>",
+                hovertemplate="%{y:,.0f} tokens<extra>%{fullData.name}</extra>",
             ),
             row=1,
             col=1,
@@ -294,10 +294,10 @@ def cost_figure(result: dict) -> dict:
                     y=[s["cost_per_success"] for s in costed],
                     mode="lines+markers",
                     line={"color": colour},
-                    name=family["family"],
+                    name=chart_text(family["family"]),
                     legendgroup=family["family"],
                     showlegend=False,
-                    hovertemplate="$%{y:.4f} per success<extra>" + family["family"] + "</extra>",
+                    hovertemplate="$%{y:.4f} per success<extra>%{fullData.name}</extra>",
                 ),
                 row=1,
                 col=2,
@@ -401,7 +401,7 @@ def failure_figure(rows: list[dict], labels: dict[str, str]) -> dict | None:
             go.Bar(
                 x=[format_tokens(s) for s in strata],
                 y=[counts.get((s, name), 0) for s in strata],
-                name=labels.get(name, name) if name else "not classified",
+                name=chart_text(labels.get(name, name)) if name else "not classified",
                 marker={"color": "#d1d5db" if not name else PALETTE[index % len(PALETTE)]},
                 hovertemplate="%{x}: %{y} failed trials<extra>%{fullData.name}</extra>",
             )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from governance.charts import base_layout, figure_dict
+from governance.charts import base_layout, chart_text, figure_dict
 
 MAX_POINTS = 5000
 
@@ -64,11 +64,11 @@ def context_timeline(
                 x=x,
                 y=y,
                 mode="lines+markers" if len(x) < 400 else "lines",
-                name=s.label,
+                name=chart_text(s.label),
                 line={"width": 2.5 if s.is_main else 1.2},
                 marker={"size": 4},
                 opacity=1.0 if s.is_main else 0.75,
-                hovertemplate="call %{x}<br>context %{y:,} tokens<extra>" + s.label + "</extra>",
+                hovertemplate="call %{x}<br>context %{y:,} tokens<extra>%{fullData.name}</extra>",
             )
         )
     if compactions:

@@ -130,3 +130,32 @@ def test_session_of_another_workspace_is_404(
 def test_task_type_rules_page(client_for, workspace):
     page = client_for("viewer").get(f"/w/{workspace.slug}/traces/task-types/").content.decode()
     assert "driving a PR to merge" in page and "at least 2 PR calls" in page
+
+
+def test_a_subagent_description_is_plain_text_in_the_timeline(
+    client_for, workspace, ingest, tmp_path
+):
+    import json
+    import re
+
+    root = tmp_path / "sess-x"
+    (root / "subagents").mkdir(parents=True)
+    (tmp_path / "sess-x.jsonl").write_text("\n".join(claude_session(3, session="sess-x")) + "\n")
+    (root / "subagents" / "agent-q.jsonl").write_text(
+        claude_assistant("q1", "rq1", t=15, session="sess-x", sidechain=True, agentId="q") + "\n"
+    )
+    hostile = '<a href="https://evil.example">click</a> %{y}'
+    (root / "subagents" / "agent-q.meta.json").write_text(json.dumps({"description": hostile}))
+    ingest(tmp_path)
+    session = Session.objects.get(external_id="sess-x")
+    page = client_for("viewer").get(f"/w/{workspace.slug}/traces/sessions/{session.pk}/")
+    data = re.search(
+        r'<script id="context-timeline-data" type="application/json">(.*?)</script>',
+        page.content.decode(),
+        re.S,
+    ).group(1)
+    traces = json.loads(data)["data"]
+    names = [t["name"] for t in traces]
+    assert '&lt;a href="https://evil.example"&gt;click&lt;/a&gt; %{y}' in names
+    assert all("evil" not in t.get("hovertemplate", "") for t in traces)
+    assert "<extra>%{fullData.name}</extra>" in traces[0]["hovertemplate"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from governance.charts import PALETTE, base_layout, figure_dict
+from governance.charts import PALETTE, base_layout, chart_text, figure_dict
 
 BAD = "#a4262c"
 MUTED = "#8a96a3"
@@ -298,7 +298,10 @@ def incidents(section: dict) -> dict:
         label = f"{row.get('label', row['agent'])}{' (fork)' if row.get('start_kind') == 'fork' else ''}"
         fig.add_trace(
             go.Bar(
-                x=days, y=per_day, name=label[:40], marker={"color": PALETTE[index % len(PALETTE)]}
+                x=days,
+                y=per_day,
+                name=chart_text(label[:40]),
+                marker={"color": PALETTE[index % len(PALETTE)]},
             )
         )
     fig.add_trace(
