@@ -1,4 +1,4 @@
-"""The OTLP/HTTP trace receiver: POST /v1/traces, protobuf or JSON, optional gzip.
+"""The OTLP/HTTP trace receiver: POST /v1/traces, protobuf or JSON, optional gzip or deflate.
 
 Answers follow the OTLP specification: the response uses the request's content type;
 success is an (empty or partial-success) ExportTraceServiceResponse; errors carry a
@@ -23,6 +23,9 @@ from traces.formats.otlp import OtlpDecodeError
 from traces.services import otlp_receive
 
 MAX_BODY = 64 * 1024 * 1024
+# Content-Encoding -> zlib wbits: gzip framing, or zlib framing for deflate (RFC 9110),
+# which the OpenTelemetry exporters offer besides gzip.
+COMPRESSED = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 # gRPC status codes used in google.rpc.Status.
@@ -97,19 +100,22 @@ def receive_traces(request):
     if len(body) > MAX_BODY:
         return _error(kind, 413, RESOURCE_EXHAUSTED, f"Request body exceeds {MAX_BODY:,} bytes.")
     encoding = request.META.get("HTTP_CONTENT_ENCODING", "").lower()
-    if encoding == "gzip":
+    if encoding in COMPRESSED:
         try:
-            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            decompressor = zlib.decompressobj(COMPRESSED[encoding])
             body = decompressor.decompress(body, MAX_BODY + 1)
         except zlib.error as exc:
-            return _error(kind, 400, INVALID_ARGUMENT, f"Body is not valid gzip: {exc}")
+            return _error(kind, 400, INVALID_ARGUMENT, f"Body is not valid {encoding}: {exc}")
         if len(body) > MAX_BODY or decompressor.unconsumed_tail:
             return _error(
                 kind, 413, RESOURCE_EXHAUSTED, f"Decompressed body exceeds {MAX_BODY:,} bytes."
             )
     elif encoding not in {"", "identity"}:
         return _error(
-            kind, 415, INVALID_ARGUMENT, f"Unsupported Content-Encoding {encoding!r}; use gzip."
+            kind,
+            415,
+            INVALID_ARGUMENT,
+            f"Unsupported Content-Encoding {encoding!r}; use gzip or deflate.",
         )
     try:
         result = otlp_receive(

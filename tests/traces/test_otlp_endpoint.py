@@ -1,12 +1,18 @@
-"""POST /v1/traces against the live server: the real OpenTelemetry SDK exporter, and raw JSON."""
+"""POST /v1/traces against the live server: the real OpenTelemetry exporters (protobuf and
+JSON), and hand-written JSON for what an exporter would not send."""
 
 import gzip
 import http.client
 import json
+import zlib
 
 import pytest
 import requests
 from google.rpc import status_pb2
+from opentelemetry.exporter.otlp.common.http import Compression as JsonCompression
+from opentelemetry.exporter.otlp.json.http.trace_exporter import (
+    OTLPSpanExporter as JsonSpanExporter,
+)
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -25,8 +31,8 @@ def token(workspace, members):
     return api_token_create(workspace=workspace, user=members["editor"], name="otel").plaintext
 
 
-def send_spans(url, token, compression):
-    exporter = OTLPSpanExporter(
+def send_spans(url, token, compression, exporter_class=OTLPSpanExporter):
+    exporter = exporter_class(
         endpoint=f"{url}/v1/traces",
         headers={"Authorization": f"Bearer {token}"},
         compression=compression,
@@ -55,9 +61,19 @@ def send_spans(url, token, compression):
     return results
 
 
-@pytest.mark.parametrize("compression", [Compression.NoCompression, Compression.Gzip])
-def test_sdk_exporter_protobuf(live_server, token, compression):
-    results = send_spans(live_server.url, token, compression)
+@pytest.mark.parametrize(
+    ("exporter_class", "compression"),
+    [
+        (OTLPSpanExporter, Compression.NoCompression),
+        (OTLPSpanExporter, Compression.Gzip),
+        (JsonSpanExporter, JsonCompression.NONE),
+        (JsonSpanExporter, JsonCompression.GZIP),
+        (JsonSpanExporter, JsonCompression.DEFLATE),
+    ],
+    ids=["protobuf", "protobuf-gzip", "json", "json-gzip", "json-deflate"],
+)
+def test_sdk_exporter(live_server, token, exporter_class, compression):
+    results = send_spans(live_server.url, token, compression, exporter_class)
     assert results == [SpanExportResult.SUCCESS] * 4
     session = Session.objects.get(harness="otlp", external_id="conv-42")
     calls = list(Call.objects.filter(session=session).order_by("timestamp"))
@@ -191,6 +207,15 @@ def test_oversized_bodies_get_413(live_server, token):
         "Authorization": f"Bearer {token}", "Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"})  # fmt: skip
     assert inflated.status_code == 413
     assert "Decompressed body exceeds" in status_pb2.Status.FromString(inflated.content).message
+    for encoding, body, status, message in [
+        ("deflate", zlib.compress(b"\x00" * (65 * 1024 * 1024)), 413, "Decompressed body exceeds"),
+        ("deflate", b"not deflate", 400, "Body is not valid deflate"),
+        ("br", b"x", 415, "Unsupported Content-Encoding 'br'; use gzip or deflate."),
+    ]:
+        response = requests.post(f"{live_server.url}/v1/traces", data=body, timeout=30, headers={
+            "Authorization": f"Bearer {token}", "Content-Type": "application/x-protobuf", "Content-Encoding": encoding})  # fmt: skip
+        assert response.status_code == status
+        assert message in status_pb2.Status.FromString(response.content).message
 
 
 def test_empty_protobuf_request_is_a_success(live_server, token):
