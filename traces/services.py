@@ -712,8 +712,8 @@ def expand_paths(paths: list[str]) -> list[Path]:
 
 
 def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) -> OtlpResult:
-    """Decode, store the raw request, and load its calls before answering (2xx means durable)."""
-    result = parse_request(body, content_type)
+    """Store the raw request, decode it, and load its calls before answering (2xx means
+    durable). A body that cannot be decoded is kept too, then OtlpDecodeError is raised."""
     upload, created = raw_upload_store(
         workspace=workspace,
         name="otlp-request.pb" if "protobuf" in content_type else "otlp-request.json",
@@ -722,6 +722,7 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
         user=user,
         content_type=content_type,
     )
+    result = parse_request(body, content_type)
     if not created:
         return result  # the same bytes were received before: nothing new is written
     summary = IngestSummary()
@@ -752,6 +753,8 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
             "spans": result.spans,
             "ignored_spans": result.ignored_spans,
             "rejected_spans": len(result.rejected),
+            # Spans whose call was stored already (a resent batch) or repeated in this one.
+            "duplicate_spans": len(result.calls) - summary.calls,
             "calls": summary.calls,
             "sessions": summary.sessions,
             "agents": summary.agents,

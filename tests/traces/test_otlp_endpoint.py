@@ -225,3 +225,27 @@ def test_empty_protobuf_request_is_a_success(live_server, token):
     assert (
         ExportTraceServiceResponse.FromString(response.content).partial_success.rejected_spans == 0
     )
+
+
+def test_resent_and_repeated_spans_are_counted_as_duplicates(live_server, token):
+    from governance.models import AuditEvent
+
+    def post(spans):
+        return requests.post(f"{live_server.url}/v1/traces", data=json_body(spans), timeout=10,
+                             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
+
+    # Two spans of one call (same trace and span id) in a request, then the batch resent
+    # with one new span: a retrying exporter.
+    assert post([llm_span("EEE19B7EC3C1B174", "900"), llm_span("EEE19B7EC3C1B174", "900")]).ok
+    assert post([llm_span("EEE19B7EC3C1B174", "900"), llm_span("EEE19B7EC3C1B176", "950")]).ok
+    assert Call.objects.count() == 2
+    events = AuditEvent.objects.filter(action="trace_otlp.receive").order_by("id")
+    assert [(e.data["calls"], e.data["duplicate_spans"]) for e in events] == [(1, 1), (1, 1)]
+
+
+def test_an_undecodable_body_is_refused_and_kept(live_server, token):
+    response = requests.post(f"{live_server.url}/v1/traces", data=b"{not json", timeout=10,
+                             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
+    assert response.status_code == 400
+    (kept,) = RawUpload.objects.filter(source="otlp")
+    assert kept.size == len(b"{not json") and Call.objects.count() == 0
