@@ -179,6 +179,8 @@ class TraceLoader:
                 return
             key = (record.harness, record.session_id, record.key)
             existing = self._calls.get(key)
+            if existing is not None:
+                self.summary.duplicates_dropped += 1  # in another file, or re-emitted
             if existing is None or record.output_tokens >= existing.output_tokens:
                 self._calls[key] = record
             if len(self._calls) >= self.batch_size:
@@ -533,6 +535,7 @@ class TraceLoader:
                     self._store_texts(inserted, updated, texts)
             added = {key for key, _ in inserted}
             summary = self.summary
+            summary.duplicates_dropped += len(rows) - len(added)  # calls stored before
             for row in rows:
                 self.touched_sessions.add(row[1])
                 if (row[1], row[3]) in added:

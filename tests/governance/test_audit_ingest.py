@@ -56,6 +56,7 @@ def test_one_audit_event_per_otlp_request(workspace, members):
         "spans": 3,
         "ignored_spans": 0,
         "rejected_spans": 0,
+        "duplicate_spans": 0,
         "calls": 3,
         "sessions": 1,
         "agents": 1,

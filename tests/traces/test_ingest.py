@@ -178,6 +178,28 @@ def test_a_grown_transcript_adds_only_its_new_calls(ingest, tmp_path):
     )
     assert indexes == [(i, 50 + i) for i in range(40)]
     assert Session.objects.get().call_count == 40
+    # Each old call was read twice (two streamed lines), and both lines are dropped now.
+    assert grown.duplicates_dropped == 20 + 20 + 20
+
+
+def test_calls_already_stored_from_another_file_are_counted_as_duplicates(ingest, tmp_path):
+    lines = claude_session(10, session="sess-dup")
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "both").mkdir()
+    write_lines(tmp_path / "first.jsonl", lines)
+    write_lines(
+        tmp_path / "copy" / "resumed.jsonl",
+        [*lines, claude_assistant("m-new", "r-new", t=99, session="sess-dup")],
+    )
+    first = ingest(tmp_path / "first.jsonl")
+    assert (first.calls, first.duplicates_dropped) == (10, 10)  # one streamed re-emit per call
+    second = ingest(tmp_path / "copy" / "resumed.jsonl")
+    assert (second.calls, second.duplicates_dropped) == (1, 10 + 10)
+    both = tmp_path / "both"
+    write_lines(both / "a.jsonl", claude_session(4, session="sess-two"))
+    write_lines(both / "b.jsonl", [*claude_session(4, session="sess-two")[:-1], "{}"])
+    together = ingest(both)  # the same calls in two files of one load
+    assert together.calls == 4 and together.duplicates_dropped == 4 + 4 + 4
 
 
 def test_a_later_line_with_more_output_updates_the_stored_call(ingest, tmp_path):

@@ -106,7 +106,6 @@ class ClaudeCodeParser:
         # Calls are tracked by (session id, key): the dedup key is per session, and a file
         # can hold several sessions' lines.
         self._pending: OrderedDict[tuple[str, str], _Pending] = OrderedDict()
-        self._recent_keys: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._msgid_to_key: dict[tuple[str, str], str] = {}
         self._tool_owner: dict[str, tuple[str, str]] = {}  # tool_use id -> pending call
         self._sidechain_agent: dict[str, str] = {}  # uuid -> agent id (sidechain lines only)
@@ -346,9 +345,8 @@ class ClaudeCodeParser:
             if timestamp is None:
                 self._error(line, f"field 'timestamp' is missing or not ISO-8601: {raw_time!r}")
                 return
-            if slot in self._recent_keys:
-                # A late line for a call already emitted: emit it again; the loader keeps the larger.
-                self.stats.duplicates_dropped += 1
+            # A late line for a call already emitted is emitted again: the loader keeps the
+            # larger, and counts the duplicate.
             record = CallRecord(
                 HARNESS, session_id, agent_id, key, timestamp, str(model), uncached, cache_creation,
                 cache_read, output, 0, context, line, sidechain,
@@ -597,9 +595,6 @@ class ClaudeCodeParser:
             self._tool_owner.pop(tool_id, None)
         record = pending.record
         record.text["blocks"] = pending.blocks
-        self._recent_keys[slot] = None
-        if len(self._recent_keys) > RECENT_KEYS:
-            self._recent_keys.popitem(last=False)
         self.stats.records += 1
         return record
 
