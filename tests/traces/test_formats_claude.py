@@ -38,6 +38,39 @@ def expected_groups(path):
     return groups
 
 
+CLAUDE_FIXTURES = {  # file -> calls, as the reference above counts them
+    "d-kimuson__claude-code-viewer__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl": 7,
+    "d-kimuson__claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl": 20,
+    "d-kimuson__claude-code-viewer__agent-test-hash-123.jsonl": 1,
+    "d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl": 170,
+    "daaain__claude-code-log__dag_compact_after_rewind.jsonl": 5,
+    "ryoppippi__ccusage__claude-project-alpha-chat.jsonl": 3,
+}
+
+
+def test_every_real_claude_transcript_is_covered(shared_fixtures):
+    names = {p.name for p in shared_fixtures.glob("*.jsonl") if "codex" not in p.name}
+    assert names - {n for n in names if "rollout-" in n} == set(CLAUDE_FIXTURES)
+
+
+@pytest.mark.parametrize("name", sorted(CLAUDE_FIXTURES))
+def test_every_real_claude_transcript_matches_the_independent_reference(shared_fixtures, name):
+    path = shared_fixtures / name
+    groups = expected_groups(path)
+    assert len(groups) == CLAUDE_FIXTURES[name]
+    parser = ClaudeCodeParser(str(path))
+    calls = calls_of(list(parser.parse(path.open("rb"))))
+    assert sorted((c.session_id, c.key) for c in calls) == sorted(
+        (session, f"{message}:{request}" if request else message)
+        for session, message, request in groups
+    )
+    assert parser.stats.duplicates_dropped == sum(len(g) for g in groups.values()) - len(groups)
+    assert sum(c.output_tokens for c in calls) == sum(
+        max(e["message"]["usage"]["output_tokens"] for e in g) for g in groups.values()
+    )
+    assert parser.stats.malformed_lines == 0
+
+
 def test_real_1_0_98_transcript_dedups_262_lines_to_170_calls(shared_fixtures):
     path = (
         shared_fixtures

@@ -41,14 +41,21 @@ def reference_counts(path):
     return grew, repeated, final
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "madshn__localpush__rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl",
-        "madshn__localpush__rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl",
-        "madshn__localpush__rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
-    ],
-)
+ROLLOUTS = [
+    "madshn__localpush__rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl",
+    "madshn__localpush__rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl",
+    "madshn__localpush__rollout-2026-02-23T12-47-42-019c8a53-a0dd-7130-bcd7-95445d84846a.jsonl",
+    "madshn__localpush__rollout-2026-02-23T12-54-34-019c8a59-e9dd-71f0-9ae3-4079fe9726a9.jsonl",
+    "madshn__localpush__rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347322.jsonl",
+    "madshn__localpush__rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl",
+]
+
+
+def test_every_real_rollout_is_covered(shared_fixtures):
+    assert sorted(p.name for p in shared_fixtures.glob("*rollout-*.jsonl")) == ROLLOUTS
+
+
+@pytest.mark.parametrize("name", ROLLOUTS)
 def test_real_rollouts_count_each_growth_once(shared_fixtures, name):
     path = shared_fixtures / name
     grew, repeated, final = reference_counts(path)
