@@ -24,12 +24,16 @@ def make_zip(path, members):
             archive.writestr(name, data)
 
 
-def make_tgz(path, members):
-    with tarfile.open(path, "w:gz") as archive:
+def make_tar(path, members, mode="w"):
+    with tarfile.open(path, mode) as archive:
         for name, data in members.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
+
+
+def make_tgz(path, members):
+    make_tar(path, members, "w:gz")
 
 
 @pytest.mark.parametrize(
@@ -100,14 +104,6 @@ def test_archive_bombs_are_refused(tmp_path):
     gz.write_bytes(gzip.compress(b"1" * 3_000_000))
     with pytest.raises(ArchiveError, match="exceeds"):
         inventory(gz, "bomb.jsonl.gz", Limits(max_member_bytes=1_000_000))
-
-
-def make_tar(path, members):
-    with tarfile.open(path, "w") as archive:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
 
 
 LINE = b'{"type":"user"}\n'

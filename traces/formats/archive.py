@@ -21,7 +21,7 @@ import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -247,7 +247,14 @@ def _zip_local_entries(path: Path, result: Inventory, limits: Limits, *, reason:
                     result.errors.append((original, "member path escapes the archive (skipped)"))
                     _drain(chunks)
                     continue
-                yield name, (lambda chunks=chunks: _ChunkReader.open(chunks))
+                yield (
+                    name,
+                    (
+                        lambda chunks=chunks: nullcontext(
+                            io.BufferedReader(_ChunkReader(chunks), buffer_size=CHUNK)
+                        )
+                    ),
+                )
                 _drain(chunks)  # stream-unzip needs each member read to its end
         except ArchiveError:
             raise
@@ -275,11 +282,6 @@ class _ChunkReader(io.RawIOBase):
     def __init__(self, chunks: Iterable[bytes]):
         self._chunks = iter(chunks)
         self._left = b""
-
-    @classmethod
-    @contextmanager
-    def open(cls, chunks: Iterable[bytes]):
-        yield io.BufferedReader(cls(chunks), buffer_size=CHUNK)
 
     def readable(self) -> bool:
         return True
