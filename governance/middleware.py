@@ -1,10 +1,14 @@
-"""Login for every page; API and OTLP endpoints authenticate themselves (401, not a redirect)."""
+"""Login for every page; API and OTLP endpoints authenticate themselves (401, not a redirect).
+And a message, not a bare 400, for an upload of too many files."""
 
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import TooManyFilesSent
+from django.http import HttpResponseRedirect, JsonResponse
 from django.shortcuts import resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
@@ -40,3 +44,36 @@ def _page_behind_htmx_request(request) -> str:
         parts = urlsplit(current)
         return parts.path + (f"?{parts.query}" if parts.query else "")
     return request.get_full_path()
+
+
+class MultipartFileLimitMiddleware:
+    """A multipart POST over DATA_UPLOAD_MAX_NUMBER_FILES gets a message, not a bare 400.
+
+    Django raises TooManyFilesSent while parsing the body, and the CSRF check parses it
+    before any view runs, so views cannot catch it. Parsing it here first (it is parsed
+    for the CSRF check anyway) lets a page redirect back with the message, and the API
+    answer 400 with it.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.method == "POST" and request.content_type == "multipart/form-data":
+            try:
+                request.POST  # noqa: B018 (parses the body, files included)
+            except TooManyFilesSent:
+                return self._refuse(request)
+        return self.get_response(request)
+
+    @staticmethod
+    def _refuse(request):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
+        message = (
+            f"More than {limit:,} files in one upload. Upload a .zip or .tar.gz of the "
+            "folder instead, or send the files in several uploads."
+        )
+        if request.path_info.startswith(SELF_AUTHENTICATING_PREFIXES):
+            return JsonResponse({"detail": message}, status=400)
+        messages.error(request, message)
+        return HttpResponseRedirect(request.get_full_path(), status=303)

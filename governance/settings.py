@@ -103,6 +103,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "governance.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "governance.middleware.MultipartFileLimitMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -207,7 +208,7 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_TEMP_DIR = None
 GOVERNANCE_MAX_UPLOAD_BYTES = env_int("GOVERNANCE_MAX_UPLOAD_BYTES", 2 * 1024**3)
 # Files in one multipart upload (Django's default is 100): a dragged projects folder holds
-# many. Over it, the upload page and API answer with a message suggesting an archive.
+# many. Over it, MultipartFileLimitMiddleware answers with a message suggesting an archive.
 DATA_UPLOAD_MAX_NUMBER_FILES = env_int("GOVERNANCE_MAX_UPLOAD_FILES", 2000)
 
 # Background tasks: with no broker, tasks run in-process (eagerly) after commit.

@@ -217,14 +217,6 @@ def _remove_if_present(path: str) -> None:
         pass
 
 
-def too_many_files_message() -> str:
-    limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
-    return (
-        f"More than {limit:,} files in one upload. Upload a .zip or .tar.gz of the folder "
-        "instead, or send the files in several uploads."
-    )
-
-
 def trace_uploads_receive(
     *, workspace: Workspace, user, files: list, source: str, fmt: str = "auto"
 ) -> Job:

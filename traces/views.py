@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import TooManyFilesSent
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 
@@ -18,12 +17,7 @@ from traces.charts import AgentSeries, CompactionMark, context_timeline
 from traces.filters import SessionFilter
 from traces.forms import UploadForm
 from traces.models import AgentKind, UploadSource
-from traces.services import (
-    JOB_KIND,
-    UploadTooLarge,
-    too_many_files_message,
-    trace_uploads_receive,
-)
+from traces.services import JOB_KIND, UploadTooLarge, trace_uploads_receive
 
 
 class SessionListView(WorkspaceListView):
@@ -114,14 +108,11 @@ class UploadView(WorkspaceTemplateView):
     def post(self, request, *args, **kwargs):
         length = int(request.META.get("CONTENT_LENGTH") or 0)
         if length > settings.GOVERNANCE_MAX_UPLOAD_BYTES:
-            return self._refuse(
+            return self._too_large(
                 request,
                 f"The upload is {length:,} bytes; the limit is {settings.GOVERNANCE_MAX_UPLOAD_BYTES:,} bytes.",
             )
-        try:
-            form = UploadForm(request.POST, request.FILES)
-        except TooManyFilesSent:
-            return self._refuse(request, too_many_files_message(), status=400)
+        form = UploadForm(request.POST, request.FILES)
         if not form.is_valid():
             return render(request, self.template_name, self.get_context_data(form=form), status=400)
         try:
@@ -133,7 +124,7 @@ class UploadView(WorkspaceTemplateView):
                 fmt=form.cleaned_data["format"],
             )
         except UploadTooLarge as exc:
-            return self._refuse(request, str(exc))
+            return self._too_large(request, str(exc))
         except InputError as exc:
             form.add_error("files", str(exc))
             return render(request, self.template_name, self.get_context_data(form=form), status=400)
@@ -142,9 +133,9 @@ class UploadView(WorkspaceTemplateView):
         )
         return redirect("traces:upload", workspace=self.workspace.slug)
 
-    def _refuse(self, request, message, status=413):
+    def _too_large(self, request, message):
         return render(
-            request, self.template_name, self.get_context_data(refused=message), status=status
+            request, self.template_name, self.get_context_data(too_large=message), status=413
         )
 
 

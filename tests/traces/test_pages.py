@@ -2,6 +2,7 @@
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 
 from governance.models import Job
 from tests.traces.factories import claude_assistant, claude_session
@@ -37,14 +38,19 @@ def test_upload_form_validates_inline(client_for, workspace, settings):
     assert big.status_code == 413 and b"the limit is 10 bytes" in big.content
 
 
-def test_too_many_files_in_one_upload_gets_a_message(client_for, workspace, settings):
+def test_too_many_files_in_one_upload_gets_a_message(members, workspace, settings):
+    # With the CSRF check on, as in a browser: that check parses the body before any view.
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(members["editor"])
+    page = f"/w/{workspace.slug}/traces/upload/"
+    client.get(page)
     settings.DATA_UPLOAD_MAX_NUMBER_FILES = 3
     files = [SimpleUploadedFile(f"s{i}.jsonl", b"{}\n") for i in range(4)]
-    response = client_for("editor").post(
-        f"/w/{workspace.slug}/traces/upload/", {"files": files, "format": "auto"}
-    )
-    assert response.status_code == 400
-    assert b"More than 3 files in one upload. Upload a .zip or .tar.gz" in response.content
+    token = client.cookies["csrftoken"].value
+    response = client.post(page, {"files": files, "format": "auto", "csrfmiddlewaretoken": token})
+    assert response.status_code == 303 and response["Location"] == page
+    shown = client.get(page).content
+    assert b"More than 3 files in one upload. Upload a .zip or .tar.gz" in shown
     assert Job.objects.filter(workspace=workspace).count() == 0
 
 

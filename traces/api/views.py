@@ -1,11 +1,10 @@
 """Traces API: uploads, sessions with their calls, compactions, agents and runs, ingest jobs."""
 
 from django.conf import settings
-from django.core.exceptions import TooManyFilesSent
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ParseError
+from rest_framework.exceptions import APIException
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
@@ -16,12 +15,7 @@ from traces import selectors
 from traces.api import serializers
 from traces.filters import SessionFilter
 from traces.models import Session, UploadSource
-from traces.services import (
-    JOB_KIND,
-    UploadTooLarge,
-    too_many_files_message,
-    trace_uploads_receive,
-)
+from traces.services import JOB_KIND, UploadTooLarge, trace_uploads_receive
 
 
 class PayloadTooLarge(APIException):
@@ -54,10 +48,7 @@ class TraceUploadViewSet(viewsets.GenericViewSet):
             raise PayloadTooLarge(
                 f"Request body is {length:,} bytes; the limit is {settings.GOVERNANCE_MAX_UPLOAD_BYTES:,} bytes."
             )
-        try:
-            files = request.FILES.getlist("files") or list(request.FILES.values())
-        except TooManyFilesSent:
-            raise ParseError(too_many_files_message()) from None
+        files = request.FILES.getlist("files") or list(request.FILES.values())
         payload = serializers.TraceUploadSerializer(
             data={"files": files, "format": request.data.get("format", "auto")}
         )
