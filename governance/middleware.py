@@ -8,10 +8,12 @@ from django.contrib import messages
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import TooManyFilesSent
-from django.http import HttpResponseRedirect, JsonResponse
+from django.http import HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRedirect
+
+from governance.services import too_many_files_message
 
 SELF_AUTHENTICATING_PREFIXES = ("/api/v1/", "/api/schema/", "/v1/")
 
@@ -47,33 +49,31 @@ def _page_behind_htmx_request(request) -> str:
 
 
 class MultipartFileLimitMiddleware:
-    """A multipart POST over DATA_UPLOAD_MAX_NUMBER_FILES gets a message, not a bare 400.
+    """A page's multipart POST over DATA_UPLOAD_MAX_NUMBER_FILES gets a message.
 
     Django raises TooManyFilesSent while parsing the body, and the CSRF check parses it
-    before any view runs, so views cannot catch it. Parsing it here first (it is parsed
-    for the CSRF check anyway) lets a page redirect back with the message, and the API
-    answer 400 with it.
+    before the view runs, so a view cannot catch it: the browser got a bare 400. Listed
+    just before CsrfViewMiddleware, this parses the body first for the views that check
+    (that parse would happen anyway) and redirects back with the message. CSRF-exempt
+    views (the API, streaming uploads) parse on their own terms and are left alone.
     """
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.method == "POST" and request.content_type == "multipart/form-data":
-            try:
-                request.POST  # noqa: B018 (parses the body, files included)
-            except TooManyFilesSent:
-                return self._refuse(request)
         return self.get_response(request)
 
-    @staticmethod
-    def _refuse(request):
-        limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
-        message = (
-            f"More than {limit:,} files in one upload. Upload a .zip or .tar.gz of the "
-            "folder instead, or send the files in several uploads."
-        )
-        if request.path_info.startswith(SELF_AUTHENTICATING_PREFIXES):
-            return JsonResponse({"detail": message}, status=400)
-        messages.error(request, message)
-        return HttpResponseRedirect(request.get_full_path(), status=303)
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if (
+            request.method != "POST"
+            or request.content_type != "multipart/form-data"
+            or getattr(view_func, "csrf_exempt", False)
+        ):
+            return None
+        try:
+            request.POST  # noqa: B018 (parses the body, files included)
+        except TooManyFilesSent:
+            messages.error(request, too_many_files_message())
+            return HttpResponseRedirect(request.get_full_path(), status=303)
+        return None

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import Error as DatabaseLayerError
 from django.db import models, transaction
@@ -301,6 +302,14 @@ class JobReporter:
             errors=self.errors,
             error_count=self.error_count,
         )
+
+
+def too_many_files_message() -> str:
+    limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
+    return (
+        f"More than {limit:,} files in one upload. Upload a .zip or .tar.gz of the folder "
+        "instead, or send the files in several uploads."
+    )
 
 
 def job_run(

@@ -1,16 +1,18 @@
 """Traces API: uploads, sessions with their calls, compactions, agents and runs, ingest jobs."""
 
 from django.conf import settings
+from django.core.exceptions import TooManyFilesSent
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from governance.api.serializers import JobSerializer
 from governance.api.viewsets import WorkspaceScopedMixin
 from governance.models import Job, Role
+from governance.services import too_many_files_message
 from traces import selectors
 from traces.api import serializers
 from traces.filters import SessionFilter
@@ -48,7 +50,10 @@ class TraceUploadViewSet(viewsets.GenericViewSet):
             raise PayloadTooLarge(
                 f"Request body is {length:,} bytes; the limit is {settings.GOVERNANCE_MAX_UPLOAD_BYTES:,} bytes."
             )
-        files = request.FILES.getlist("files") or list(request.FILES.values())
+        try:
+            files = request.FILES.getlist("files") or list(request.FILES.values())
+        except TooManyFilesSent:  # the API skips the CSRF check, so it parses here
+            raise ParseError(too_many_files_message()) from None
         payload = serializers.TraceUploadSerializer(
             data={"files": files, "format": request.data.get("format", "auto")}
         )
