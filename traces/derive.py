@@ -22,9 +22,9 @@ REINDEX_SQL = """
 UPDATE traces_call SET session_index = ordered.session_index, agent_index = ordered.agent_index
 FROM (
     SELECT id,
-           ROW_NUMBER() OVER (PARTITION BY session_id ORDER BY timestamp, source_file_id, source_line, id) - 1
+           ROW_NUMBER() OVER (PARTITION BY session_id ORDER BY timestamp, source_line, id) - 1
                AS session_index,
-           ROW_NUMBER() OVER (PARTITION BY agent_id ORDER BY timestamp, source_file_id, source_line, id) - 1
+           ROW_NUMBER() OVER (PARTITION BY agent_id ORDER BY timestamp, source_line, id) - 1
                AS agent_index
     FROM traces_call WHERE session_id {sessions}
 ) AS ordered

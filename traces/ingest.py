@@ -26,8 +26,10 @@ from traces.formats.records import (
     ParseError,
     SessionInfo,
     implausible_counts,
+    merge_call_records,
 )
-from traces.models import Agent, AgentKind, Call, CallText, Compaction, IngestedFile, Session
+from traces.formats.tools import signature_and_touches
+from traces.models import Agent, AgentKind, Call, CallText, Compaction, Session
 
 BATCH_SIZE = 5000
 SESSION_ID_LENGTH = 200  # Session.external_id's max_length
@@ -47,6 +49,18 @@ CALL_TYPES = (
     "int8", "int8", "int8", "bool", "text", "text", "int4", "int8",
 )  # fmt: skip
 TEXT_TYPES = ("int8", "bytea")
+# `kept_line_wins` in SQL, for a call already stored (`traces_call`) and a new line of it
+# (`EXCLUDED`); on a tie the new line is kept only if it differs, so that reading the same
+# call again writes nothing.
+KEPT_LINE_RULE = (
+    "(traces_call.is_sidechain AND NOT EXCLUDED.is_sidechain) OR "
+    "(EXCLUDED.is_sidechain = traces_call.is_sidechain AND ("
+    "EXCLUDED.output_tokens > traces_call.output_tokens OR "
+    "(EXCLUDED.output_tokens = traces_call.output_tokens AND "
+    "(EXCLUDED.input_tokens, EXCLUDED.cache_creation_tokens, EXCLUDED.cache_read_tokens, "
+    "EXCLUDED.model) IS DISTINCT FROM (traces_call.input_tokens, "
+    "traces_call.cache_creation_tokens, traces_call.cache_read_tokens, traces_call.model))))"
+)
 UPDATED_ON_CONFLICT = (
     "model", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens",
     "reasoning_tokens", "context_tokens", "is_sidechain", "tool_names", "touches", "source_line",
@@ -126,7 +140,6 @@ class TraceLoader:
         workspace: Workspace,
         summary: IngestSummary,
         file_name: str,
-        source_file: IngestedFile | None = None,
         batch_size: int | None = None,
         derive_new_sessions: bool = False,
         mark_new_sessions: bool = False,
@@ -137,7 +150,7 @@ class TraceLoader:
         self.created_sessions: set[int] = set()
         self.summary = summary
         self.file_name = file_name
-        self.source_file = source_file
+        self.source_file_id: int | None = None  # the IngestedFile being read, if any
         self.batch_size = batch_size or BATCH_SIZE
         self._sessions: dict[tuple[str, str], int] = {}
         self._session_updates: dict[int, SessionInfo] = {}
@@ -167,6 +180,7 @@ class TraceLoader:
         if type(record) is not CallRecord or _needs_fitting(record):
             _fit_for_columns(record)
         if isinstance(record, CallRecord):
+            record.source_file_id = self.source_file_id
             largest = max(
                 record.input_tokens,
                 record.cache_creation_tokens,
@@ -179,10 +193,11 @@ class TraceLoader:
                 return
             key = (record.harness, record.session_id, record.key)
             existing = self._calls.get(key)
-            if existing is not None:
-                self.summary.duplicates_dropped += 1  # in another file, or re-emitted
-            if existing is None or record.output_tokens >= existing.output_tokens:
+            if existing is None:
                 self._calls[key] = record
+            else:
+                self.summary.duplicates_dropped += 1  # in another file, or re-emitted
+                self._calls[key] = merge_call_records(existing, record)
             if len(self._calls) >= self.batch_size:
                 self.flush()
         elif isinstance(record, ParseError):
@@ -477,15 +492,17 @@ class TraceLoader:
         compactions = self._compactions
         self._calls, self._compactions = {}, []
         wanted = {(session_pk, record.agent_id) for (session_pk, _), record in calls.items()}
+        # Agents exist for their calls and compactions; an agent named by lines that made
+        # no call (a subagent's prompt, a tool result) gets no row.
         wanted |= {(self._session_pk(c.harness, c.session_id), c.agent_id) for c in compactions}
-        wanted |= set(self._pending_agents)
         self._ensure_agents(wanted)
         if calls:
             rows = []
             texts = {}
+            late = set()  # calls the parser emitted before: they merge with the stored row
             agents = self._agents
             workspace_pk = self.workspace.pk
-            source_pk = self.source_file.pk if self.source_file else None
+            # The order the derive step numbers calls in (see traces.derive).
             ordered = sorted(
                 calls.items(), key=lambda item: (item[0][0], item[1].timestamp, item[1].line)
             )
@@ -516,14 +533,20 @@ class TraceLoader:
                         if record.touches
                         else "",
                         record.line or None,
-                        source_pk,
+                        record.source_file_id,
                     )
                 )
                 texts[(session_pk, key)] = record.text
+                if record.reemitted:
+                    late.add((session_pk, key))
+            for session_pk, _key in late:
+                self._loaded_skipped.add(session_pk)  # its rows change: derive from the database
+                self._loaded_rows.pop(session_pk, None)
             with transaction.atomic():
                 if self._postgres:
-                    fresh = [row for row in rows if row[1] in self._new_sessions]
-                    known = [row for row in rows if row[1] not in self._new_sessions]
+                    new_sessions = self._new_sessions
+                    fresh = [r for r in rows if r[1] in new_sessions and (r[1], r[3]) not in late]
+                    known = [r for r in rows if r[1] not in new_sessions or (r[1], r[3]) in late]
                     inserted, updated = self._copy_new_calls(fresh, texts) if fresh else ([], [])
                     if known:
                         more_inserted, more_updated = self._upsert_calls_copy(known)
@@ -533,17 +556,23 @@ class TraceLoader:
                 else:
                     inserted, updated = self._upsert_calls_orm(rows)
                     self._store_texts(inserted, updated, texts)
+                if late:
+                    self._merge_late_texts(late, inserted, updated, texts)
             added = {key for key, _ in inserted}
+            replaced = {key: old for key, _, old in updated}
             summary = self.summary
             summary.duplicates_dropped += len(rows) - len(added)  # calls stored before
             for row in rows:
                 self.touched_sessions.add(row[1])
-                if (row[1], row[3]) in added:
-                    summary.calls += 1
-                    summary.input += row[8]
-                    summary.cache_creation += row[9]
-                    summary.cache_read += row[10]
-                    summary.output += row[11]
+                name = (row[1], row[3])
+                old = (0, 0, 0, 0) if name in added else replaced.get(name)
+                if old is None:
+                    continue  # the stored call was kept
+                summary.calls += name in added
+                summary.input += row[8] - old[0]
+                summary.cache_creation += row[9] - old[1]
+                summary.cache_read += row[10] - old[2]
+                summary.output += row[11] - old[3]
         if compactions:
             self._upsert_compactions(compactions)
 
@@ -587,7 +616,8 @@ class TraceLoader:
         return [((row[1], row[3]), pk) for pk, row in zip(ids, rows, strict=True)], []
 
     def _upsert_calls_copy(self, rows: list[tuple]) -> tuple[list, list]:
-        """COPY into a temporary table, then merge; returns ((session, key), id) inserted/updated."""
+        """COPY into a temporary table, then merge by the streaming rule. Returns the
+        inserted ((session, key), id) and the updated ((session, key), id, old counts)."""
         columns = ", ".join(CALL_COLUMNS)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in UPDATED_ON_CONFLICT)
         with connection.cursor() as cursor:
@@ -602,16 +632,24 @@ class TraceLoader:
             with raw.copy(f"COPY traces_call_stage ({columns}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
+            # Both parts of the statement see the rows as they were before it: `old` gives
+            # the counts an update replaced.
             merge = (  # column names are constants, not input
-                f"INSERT INTO traces_call ({columns}) SELECT {columns} FROM traces_call_stage "
-                f"ON CONFLICT (session_id, key) DO UPDATE SET {updates} "
-                "WHERE EXCLUDED.output_tokens > traces_call.output_tokens "
-                "RETURNING id, session_id, key, (xmax = 0) AS inserted"
+                "WITH old AS (SELECT c.id, c.input_tokens, c.cache_creation_tokens, "
+                "c.cache_read_tokens, c.output_tokens FROM traces_call c JOIN traces_call_stage s "
+                "ON c.session_id = s.session_id AND c.key = s.key), "
+                f"merged AS (INSERT INTO traces_call ({columns}) SELECT {columns} "
+                f"FROM traces_call_stage ON CONFLICT (session_id, key) DO UPDATE SET {updates} "
+                f"WHERE {KEPT_LINE_RULE} "
+                "RETURNING id, session_id, key, (xmax = 0) AS inserted) "
+                "SELECT m.id, m.session_id, m.key, m.inserted, o.input_tokens, "
+                "o.cache_creation_tokens, o.cache_read_tokens, o.output_tokens "
+                "FROM merged m LEFT JOIN old o ON o.id = m.id"
             )
             cursor.execute(merge)
             returned = cursor.fetchall()
-        inserted = [((s, k), pk) for pk, s, k, is_new in returned if is_new]
-        updated = [((s, k), pk) for pk, s, k, is_new in returned if not is_new]
+        inserted = [((row[1], row[2]), row[0]) for row in returned if row[3]]
+        updated = [((row[1], row[2]), row[0], row[4:8]) for row in returned if not row[3]]
         return inserted, updated
 
     def _upsert_calls_orm(self, rows: list[tuple]) -> tuple[list, list]:
@@ -624,13 +662,9 @@ class TraceLoader:
             existing = {}
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
+                stored_rows = Call.objects.filter(session_id=session_pk, key__in=chunk)
                 existing.update(
-                    {
-                        key: (pk, output)
-                        for pk, key, output in Call.objects.filter(
-                            session_id=session_pk, key__in=chunk
-                        ).values_list("id", "key", "output_tokens")
-                    }
+                    {stored[1]: stored for stored in stored_rows.values_list(*STORED_COLUMNS)}
                 )
             new_objects = []
             for row in session_rows:
@@ -638,11 +672,11 @@ class TraceLoader:
                 match = existing.get(row[3])
                 if match is None:
                     new_objects.append(Call(**values))
-                elif row[11] > match[1]:
+                elif _replaces_stored(row, match):
                     Call.objects.filter(pk=match[0]).update(
                         **{c: values[c] for c in UPDATED_ON_CONFLICT}
                     )
-                    updated.append(((session_pk, row[3]), match[0]))
+                    updated.append(((session_pk, row[3]), match[0], match[2:6]))
             for obj in Call.objects.bulk_create(new_objects, batch_size=500):
                 inserted.append(((session_pk, obj.key), obj.pk))
         return inserted, updated
@@ -661,9 +695,47 @@ class TraceLoader:
             CallText.objects.bulk_create(
                 [CallText(call_id=pk, data=data) for pk, data in new_rows], batch_size=500
             )
-        for key, pk in updated:
+        if updated:
+            self._merge_stored_texts([(key, pk) for key, pk, _ in updated], texts)
+
+    def _merge_late_texts(self, late: set, inserted: list, updated: list, texts: dict) -> None:
+        """A late line that lost to the stored call still adds the content blocks it holds."""
+        handled = {key for key, _ in inserted} | {key for key, _, _ in updated}
+        kept = late - handled
+        if not kept:
+            return
+        found = []
+        for session_pk, key in kept:
+            pk = Call.objects.filter(session_id=session_pk, key=key).values_list("pk", flat=True)
+            found += [((session_pk, key), call_pk) for call_pk in pk]
+        self._merge_stored_texts(found, texts)
+
+    def _merge_stored_texts(self, calls: list[tuple[tuple, int]], texts: dict) -> None:
+        """A stored call that a later line of it changed keeps the content of both: its
+        stored blocks, then the new ones; its signature and touches follow the merged blocks."""
+        stored = {
+            call_id: decompress_text(data)
+            for call_id, data in CallText.objects.filter(
+                call_id__in=[pk for _, pk in calls]
+            ).values_list("call_id", "data")
+        }
+        compress = self._compressor.compress
+        for key, pk in calls:
+            earlier = stored.get(pk)
+            text = texts[key]
+            if earlier is not None:
+                blocks = earlier.get("blocks") or []
+                added = [b for b in text.get("blocks") or [] if b not in blocks]
+                text = {**earlier, **text, "blocks": blocks + added}
+                results = {**(earlier.get("results") or {}), **(text.get("results") or {})}
+                if results:
+                    text["results"] = results
+                if earlier.get("prompt"):
+                    text["prompt"] = earlier["prompt"]
+                names, touches = tool_columns(text["blocks"])
+                Call.objects.filter(pk=pk).update(tool_names=names, touches=touches)
             CallText.objects.update_or_create(
-                call_id=pk, defaults={"data": compress(orjson.dumps(texts[key]))}
+                call_id=pk, defaults={"data": compress(orjson.dumps(text))}
             )
 
     def _upsert_compactions(self, compactions: list[CompactionRecord]) -> None:
@@ -760,6 +832,38 @@ def _needs_fitting(call: CallRecord) -> bool:
 def _shortened(value: str, length: int) -> str:
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
     return f"{value[: length - len(digest) - 1]}#{digest}"
+
+
+STORED_COLUMNS = (
+    "id", "key", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens",
+    "is_sidechain", "model",
+)  # fmt: skip
+
+
+def _replaces_stored(row: tuple, stored: tuple) -> bool:
+    """KEPT_LINE_RULE for a call row and the stored (id, key, input, cache creation, cache
+    read, output, is_sidechain, model)."""
+    if row[14] != stored[6]:
+        return not row[14]
+    if row[11] != stored[5]:
+        return row[11] > stored[5]
+    return (row[8], row[9], row[10], row[7]) != (stored[2], stored[3], stored[4], stored[7])
+
+
+def tool_columns(blocks: list[dict]) -> tuple[str, str]:
+    """The `tool_names` and `touches` columns for a call's content blocks."""
+    names, touches = [], []
+    for block in blocks:
+        if block.get("type") == "tool_use":
+            token, block_touches = signature_and_touches(
+                block.get("name") or "", block.get("input")
+            )
+            names.append(token)
+            touches.extend(block_touches)
+    return (
+        _storable(" ".join(names)),
+        _storable("\n".join(_touch_line(mode, path) for mode, path in touches)),
+    )
 
 
 def _storable(text: str) -> str:

@@ -72,6 +72,21 @@ class IngestedFile(WorkspaceOwned):
     calls = models.PositiveIntegerField(default=0)
     duplicates_dropped = models.PositiveIntegerField(default=0)
     malformed_lines = models.PositiveIntegerField(default=0)
+    complete = models.BooleanField(
+        default=True,
+        help_text="False while its calls are being loaded: a file whose load was cut off "
+        "is read again.",
+    )
+    size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the file or member.")
+    start_offset = models.PositiveBigIntegerField(
+        default=0, help_text="Where parsing started: the size of the file it grew from."
+    )
+    grown_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    parser_state = models.JSONField(
+        null=True, blank=True, help_text="What the parser needs to go on reading if the file grows."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -43,8 +43,13 @@ from traces.ingest import IngestSummary, TraceLoader
 from traces.models import IngestedFile, RawUpload, Session, UploadSource
 
 CHUNK = 1 << 20
+FILE_RESULT_FIELDS = (
+    "member", "harness", "lines", "calls", "duplicates_dropped", "malformed_lines", "complete",
+    "start_offset", "grown_from", "parser_state",
+)  # fmt: skip
 JOB_KIND = "trace_ingest"
-TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".zip", ".tar", ".tar.gz", ".tgz", ".gz")
+ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".gz")
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", *ARCHIVE_SUFFIXES)
 
 
 class UploadTooLarge(InputError):
@@ -342,7 +347,8 @@ class _Ingestion:
         self.loader = TraceLoader(
             workspace=workspace, summary=summary, file_name="", derive_new_sessions=True
         )
-        self.files: list[IngestedFile] = []
+        self.files: list[IngestedFile] = []  # read here; finish() records them as complete
+        self._started: dict[str, IngestedFile] = {}  # sha256 -> its row, created before reading
         self._checked: set[str] = set()  # contents looked up in IngestedFile
         self._done: set[str] = set()  # of those, the ones already ingested
 
@@ -358,18 +364,46 @@ class _Ingestion:
         if unchecked:
             self._done |= set(
                 IngestedFile.objects.filter(
-                    workspace=self.workspace, sha256__in=unchecked
+                    workspace=self.workspace, sha256__in=unchecked, complete=True
                 ).values_list("sha256", flat=True)
             )
             self._checked |= unchecked
 
+    def start(self, files: list[tuple[RawUpload, str, str, int]]) -> None:
+        """Rows for files about to be read, (upload, name, sha256, size), created incomplete
+        in one statement, so that each call can name its file. A row that a killed load
+        left incomplete is reused."""
+        new = [item for item in files if item[2] not in self._started]
+        if not new:
+            return
+        IngestedFile.objects.bulk_create(
+            [
+                IngestedFile(
+                    workspace=self.workspace, upload=upload, member=name[:1000], sha256=sha256,
+                    size=size, complete=False,
+                )
+                for upload, name, sha256, size in new
+            ],
+            ignore_conflicts=True,  # a concurrent worker may be reading the same bytes
+        )  # fmt: skip
+        for row in IngestedFile.objects.filter(
+            workspace=self.workspace, sha256__in=[item[2] for item in new]
+        ):
+            self._started[row.sha256] = row
+
+    def file_row(self, upload: RawUpload, name: str, sha256: str, size: int) -> IngestedFile:
+        if sha256 not in self._started:
+            self.start([(upload, name, sha256, size)])
+        return self._started[sha256]
+
     def finish(self) -> set[int]:
-        """Flush, derive what the loader may, record the files; returns the sessions
-        that still need the derive step."""
+        """Flush, derive what the loader may, record the files as complete; returns the
+        sessions that still need the derive step."""
         touched = self.loader.finish()
         if self.files:
-            # INSERT … ON CONFLICT DO NOTHING: a concurrent worker may have recorded one first.
-            IngestedFile.objects.bulk_create(self.files, ignore_conflicts=True)
+            for row in self.files:
+                row.complete = True
+            IngestedFile.objects.bulk_update(self.files, FILE_RESULT_FIELDS)
             self.files = []
         return touched
 
@@ -426,18 +460,22 @@ def _ingest_upload_into(
             wanted.setdefault(member.name, member)
         if not wanted:
             return
+        ingestion.start(
+            [
+                (upload, _display(upload, listing.kind, n), m.sha256, m.size)
+                for n, m in wanted.items()
+            ]
+        )
         try:
             for name, stream in open_members(path, listing.kind, upload.original_name, set(wanted)):
                 member = wanted[name]
-                display = (
-                    name if listing.kind in {"plain", "gzip"} else f"{upload.original_name}:{name}"
-                )
                 _ingest_member(
                     ingestion,
                     upload=upload,
-                    display=display,
+                    display=_display(upload, listing.kind, name),
                     member_name=name,
                     sha256=member.sha256,
+                    size=member.size,
                     stream=stream,
                     fmt=fmt,
                     meta=meta,
@@ -448,8 +486,12 @@ def _ingest_upload_into(
             summary.errors.append({"file": upload.original_name, "line": None, "error": str(exc)})
 
 
+def _display(upload: RawUpload, kind: str, member_name: str) -> str:
+    return member_name if kind in {"plain", "gzip"} else f"{upload.original_name}:{member_name}"
+
+
 def _ingest_member(
-    ingestion: _Ingestion, *, upload, display, member_name, sha256, stream, fmt, meta
+    ingestion: _Ingestion, *, upload, display, member_name, sha256, size, stream, fmt, meta
 ) -> None:
     summary = ingestion.summary
     head = stream.peek(8192)[:8192] if hasattr(stream, "peek") else b""
@@ -478,8 +520,10 @@ def _ingest_member(
                 {"file": display + ".meta.json", "line": None, "error": "sidecar is not valid JSON"}
             )
     parser = make_parser(chosen, member_name, sidecar if isinstance(sidecar, dict) else None)
+    row = ingestion.file_row(upload, display, sha256, size)
     loader = ingestion.loader
     loader.file_name = display
+    loader.source_file_id = row.pk
     try:
         for record in parser.parse(stream):
             loader.feed(record)
@@ -496,19 +540,13 @@ def _ingest_member(
     summary.files += 1
     summary.duplicates_dropped += stats.duplicates_dropped
     summary.malformed_lines += stats.malformed_lines
-    ingestion.files.append(
-        IngestedFile(
-            workspace=ingestion.workspace,
-            sha256=sha256,
-            upload=upload,
-            member=display[:1000],
-            harness={"claude-code": "claude-code", "codex": "codex"}.get(chosen, "otlp"),
-            lines=stats.lines,
-            calls=stats.records,
-            duplicates_dropped=stats.duplicates_dropped,
-            malformed_lines=stats.malformed_lines,
-        )
-    )
+    row.member = display[:1000]
+    row.harness = {"claude-code": "claude-code", "codex": "codex"}.get(chosen, "otlp")
+    row.lines = stats.lines
+    row.calls = stats.calls
+    row.duplicates_dropped = stats.duplicates_dropped
+    row.malformed_lines = stats.malformed_lines
+    ingestion.files.append(row)
 
 
 def sessions_derive(*, session_ids: Iterable[int]) -> None:
@@ -667,7 +705,10 @@ def _ingest_files_task(task) -> tuple[IngestSummary, set[int], int]:
     )
     size = sum(upload.size for upload in uploads)
     ingestion = _Ingestion(workspace=workspace, summary=summary)
-    ingestion.look_up([upload.sha256 for upload in uploads])  # a plain file is its own member
+    # A plain file is its own member: look up and start all of them in two statements.
+    plain = [u for u in uploads if not u.original_name.endswith(ARCHIVE_SUFFIXES)]
+    done = ingestion.already_ingested([upload.sha256 for upload in uploads])
+    ingestion.start([(u, u.original_name, u.sha256, u.size) for u in plain if u.sha256 not in done])
     with _relaxed_commits(), _collector_paused():
         for upload in uploads:
             _ingest_upload_into(ingestion, upload, fmt=fmt, extra_meta=meta)

@@ -83,7 +83,7 @@ class _OtlpFileParser:
                 self.stats.malformed_lines += 1
                 yield ParseError(line, f"span {span_id}: {reason}")
             self.stats.ignored_lines += result.ignored_spans
-            self.stats.records += len(result.calls)
+            self.stats.calls += len(result.calls)
             yield from result.records()
 
 

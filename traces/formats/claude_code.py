@@ -45,8 +45,8 @@ USAGE_FIELDS = (
 )
 SPAWN_TOOLS = {"Task", "Agent"}
 MAX_RESULT_CHARS = 100_000
-FLUSH_WINDOW = 64  # pending calls without open tool uses
-WAIT_WINDOW_LINES = 20_000  # how long a call may wait for its tool results
+FLUSH_WINDOW = 64  # pending calls kept before the oldest ready ones are emitted
+WAIT_WINDOW_LINES = 20_000  # how long an untouched call may wait for its tool results
 RECENT_KEYS = 200_000
 _AGENT_FILE = re.compile(r"agent-([A-Za-z0-9_.-]+?)\.jsonl$")
 
@@ -71,19 +71,21 @@ class _Pending:
     __slots__ = (
         "block_keys",
         "blocks",
-        "first_line",
         "last_line",
         "open_tools",
         "record",
         "sidechain",
+        "thread",
     )
 
-    def __init__(self, record: CallRecord, sidechain: bool, line: int):
+    def __init__(self, record: CallRecord, sidechain: bool, line: int, thread: tuple[str, str]):
         self.record = record
         self.sidechain = sidechain
+        self.thread = (
+            thread  # (session, agent): the call stays open while it is the thread's latest
+        )
         self.blocks: list[dict] = []
         self.block_keys: set = set()
-        self.first_line = line
         self.last_line = line
         self.open_tools: set[str] = set()
 
@@ -104,11 +106,18 @@ class ClaudeCodeParser:
         self._sessions_seen: set[str] = set()
         self._agents_seen: set[tuple[str, str]] = set()
         # Calls are tracked by (session id, key): the dedup key is per session, and a file
-        # can hold several sessions' lines.
+        # can hold several sessions' lines. Pending calls are ordered by their last line.
         self._pending: OrderedDict[tuple[str, str], _Pending] = OrderedDict()
+        # A call may be emitted once another call of its thread has started and no tool
+        # result is awaited; until then more of its streamed blocks may follow.
+        self._ready: dict[tuple[str, str], None] = {}
+        self._latest: dict[tuple[str, str], tuple[str, str]] = {}  # thread -> its newest call
+        self._emitted: dict[int, None] = {}  # hashes of recently emitted calls
         self._msgid_to_key: dict[tuple[str, str], str] = {}
         self._tool_owner: dict[str, tuple[str, str]] = {}  # tool_use id -> pending call
         self._sidechain_agent: dict[str, str] = {}  # uuid -> agent id (sidechain lines only)
+        self._side_agents = 0
+        self._side_spawns: dict[str, tuple[str, str, str]] = {}  # unnamed agent -> its spawn
         self._spawn_prompts: dict[str, tuple[str, str, str]] = {}  # prompt -> (tool id, desc, type)
         self._prompts: dict[str, str] = {}  # agent id -> last user prompt text
         self._open_compaction: CompactionRecord | None = None
@@ -242,11 +251,16 @@ class ClaudeCodeParser:
             return agent_id
         uuid = entry.get("uuid")
         named = entry.get("agentId")
+        chain = self._sidechain_agent
         if type(named) is str and named:
             agent_id = named
             if (session_id, agent_id) not in self._agents_seen:
                 self._agents_seen.add((session_id, agent_id))
                 spawn = self._spawn_for(entry)
+                if not spawn[0]:
+                    # A chain whose first lines named no agent: the spawn found there is this agent's.
+                    parent = entry.get("parentUuid")
+                    spawn = self._side_spawns.pop(chain.get(parent, ""), spawn)
                 self._out.append(
                     AgentInfo(
                         HARNESS,
@@ -259,11 +273,15 @@ class ClaudeCodeParser:
                     )
                 )
         else:
+            # Lines without an agentId (tool results, often) belong to their parent's agent.
             parent = entry.get("parentUuid")
-            agent_id = self._sidechain_agent.get(parent) if parent else None
+            agent_id = chain.get(parent) if type(parent) is str else None
             if agent_id is None:
-                agent_id = f"side-{uuid or len(self._sidechain_agent)}"
+                self._side_agents += 1
+                agent_id = f"side-{uuid if type(uuid) is str and uuid else self._side_agents}"
                 spawn = self._spawn_for(entry)
+                if spawn[0]:
+                    self._side_spawns[agent_id] = spawn
                 self._agents_seen.add((session_id, agent_id))
                 self._out.append(
                     AgentInfo(
@@ -276,8 +294,10 @@ class ClaudeCodeParser:
                         start_kind="fresh" if spawn[0] else "unknown",
                     )
                 )
-            if uuid:
-                self._sidechain_agent[uuid] = agent_id
+        if type(uuid) is str and uuid:
+            chain[uuid] = agent_id
+            if len(chain) > RECENT_KEYS:
+                del chain[next(iter(chain))]
         return agent_id
 
     def _spawn_for(self, entry: dict) -> tuple[str, str, str]:
@@ -345,13 +365,15 @@ class ClaudeCodeParser:
             if timestamp is None:
                 self._error(line, f"field 'timestamp' is missing or not ISO-8601: {raw_time!r}")
                 return
-            # A late line for a call already emitted is emitted again: the loader keeps the
-            # larger, and counts the duplicate.
             record = CallRecord(
                 HARNESS, session_id, agent_id, key, timestamp, str(model), uncached, cache_creation,
                 cache_read, output, 0, context, line, sidechain,
             )  # fmt: skip
-            pending = _Pending(record, sidechain, line)
+            if hash(slot) in self._emitted:
+                # A late line of a call already emitted: the loader merges it with the stored
+                # call by the same rule, and counts it as a duplicate.
+                record.reemitted = True
+            pending = _Pending(record, sidechain, line, (session_id, agent_id))
             prompt = self._prompts.pop(agent_id, None) if self._prompts else None
             if prompt:
                 record.text["prompt"] = prompt
@@ -372,6 +394,15 @@ class ClaudeCodeParser:
                 record.context_tokens = context
                 record.is_sidechain = sidechain
                 pending.sidechain = sidechain
+        thread = (session_id, agent_id)
+        previous = self._latest.get(thread)
+        if previous != slot:
+            self._latest[thread] = slot
+            if previous is not None:
+                other = self._pending.get(previous)
+                if other is not None and not other.open_tools:
+                    self._ready[previous] = None
+        self._ready.pop(slot, None)
         content = message.get("content")
         if content:
             self._merge_blocks(pending, content, slot, agent_id)
@@ -510,6 +541,8 @@ class ClaudeCodeParser:
             "truncated_chars": max(0, len(text) - MAX_RESULT_CHARS),
         }
         pending.open_tools.discard(tool_id)
+        if not pending.open_tools and self._latest.get(pending.thread) != slot:
+            self._ready[slot] = None
 
     def _system(self, entry: dict, line: int, session_id: str, agent_id: str) -> None:
         subtype = entry.get("subtype")
@@ -525,7 +558,7 @@ class ClaudeCodeParser:
                 entry.get("compact_metadata") if type(entry.get("compact_metadata")) is dict else {}
             )
         trigger = meta.get("trigger")
-        self.stats.records += 1
+        self.stats.compactions += 1
         self._open_compaction = CompactionRecord(
             harness=HARNESS,
             session_id=session_id,
@@ -546,6 +579,7 @@ class ClaudeCodeParser:
         compaction = self._open_compaction
         if compaction is None:
             # Old builds wrote only the summary message: the boundary is implied.
+            self.stats.compactions += 1
             compaction = CompactionRecord(
                 harness=HARNESS,
                 session_id=session_id,
@@ -564,23 +598,17 @@ class ClaudeCodeParser:
     # --- flushing -----------------------------------------------------------------
 
     def _flush(self, line: int) -> None:
-        """Emit the oldest calls that wait for no tool result, down to the window."""
+        """Emit calls down to the window: first one untouched for WAIT_WINDOW_LINES lines,
+        whatever it waits for, then the ready ones, oldest first."""
         pending = self._pending
+        ready = self._ready
         while len(pending) > FLUSH_WINDOW:
-            ready = next(iter(pending))
-            oldest = pending[ready]
-            if oldest.open_tools and line - oldest.first_line < WAIT_WINDOW_LINES:
-                ready = next(
-                    (
-                        key
-                        for key, item in pending.items()
-                        if not item.open_tools or line - item.first_line >= WAIT_WINDOW_LINES
-                    ),
-                    None,
-                )
-                if ready is None:
+            slot = next(iter(pending))  # the least recently touched
+            if line - pending[slot].last_line < WAIT_WINDOW_LINES:
+                if not ready:
                     return
-            self._out.append(self._emit(ready))
+                slot = next(iter(ready))
+            self._out.append(self._emit(slot))
 
     def _flush_all(self) -> None:
         for key in list(self._pending):
@@ -591,11 +619,18 @@ class ClaudeCodeParser:
 
     def _emit(self, slot: tuple[str, str]) -> CallRecord:
         pending = self._pending.pop(slot)
+        self._ready.pop(slot, None)
+        if self._latest.get(pending.thread) == slot:
+            del self._latest[pending.thread]
+        emitted = self._emitted
+        emitted[hash(slot)] = None
+        if len(emitted) > RECENT_KEYS:
+            del emitted[next(iter(emitted))]
         for tool_id in pending.open_tools:
             self._tool_owner.pop(tool_id, None)
         record = pending.record
         record.text["blocks"] = pending.blocks
-        self.stats.records += 1
+        self.stats.calls += 1
         return record
 
 

@@ -317,7 +317,7 @@ class CodexParser:
                 self._tool_owner[block["id"]] = record
         self._buffer, self._signature, self._touches = [], [], []
         self._last_context = context
-        self.stats.records += 1
+        self.stats.calls += 1
         self._held.append(record)
         yield from self._release(HOLD_CALLS)
 
@@ -325,7 +325,7 @@ class CodexParser:
         yield from self._release(0)
         message = payload.get("message")
         summary = estimate_tokens(message) if isinstance(message, str) and message else None
-        self.stats.records += 1
+        self.stats.compactions += 1
         yield CompactionRecord(
             harness=HARNESS,
             session_id=self.session_id,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from traces.formats.tools import signature_and_touches
+
 
 @dataclass(slots=True)
 class SessionInfo:
@@ -51,6 +53,8 @@ class CallRecord:
     signature: list[str] = field(default_factory=list)
     touches: list[tuple[str, str]] = field(default_factory=list)  # (mode, path)
     text: dict = field(default_factory=dict)
+    reemitted: bool = False  # the parser emitted this call before (a late streamed line)
+    source_file_id: int | None = None  # set by the loader: the file it was read from
 
 
 @dataclass(slots=True)
@@ -79,7 +83,8 @@ class ParseError:
 @dataclass(slots=True)
 class ParseStats:
     lines: int = 0
-    records: int = 0
+    calls: int = 0
+    compactions: int = 0
     usage_lines: int = 0
     duplicates_dropped: int = 0
     malformed_lines: int = 0
@@ -104,3 +109,54 @@ def implausible_counts(record: CallRecord | CompactionRecord) -> list[str]:
 def estimate_tokens(text: str) -> int:
     """A rough token estimate (about 4 characters per token), used only where no count exists."""
     return (len(text) + 3) // 4
+
+
+def kept_line_wins(
+    *, new_sidechain: bool, new_output: int, old_sidechain: bool, old_output: int
+) -> bool:
+    """The streaming rule for two lines of one call: a main-thread line beats a sidechain
+    line, then the higher output count, the later line on a tie."""
+    if new_sidechain != old_sidechain:
+        return not new_sidechain
+    return new_output >= old_output
+
+
+def merge_call_records(earlier: CallRecord, later: CallRecord) -> CallRecord:
+    """One call from two emissions of it (a late streamed line, or a copy in another file).
+
+    The counts come from the line `kept_line_wins` keeps; the content blocks, tool results,
+    signature and touches are the union of both, without repeating what both hold."""
+    keep_later = kept_line_wins(
+        new_sidechain=later.is_sidechain,
+        new_output=later.output_tokens,
+        old_sidechain=earlier.is_sidechain,
+        old_output=earlier.output_tokens,
+    )
+    winner = later if keep_later else earlier
+    loser = earlier if keep_later else later
+    blocks = list(earlier.text.get("blocks") or [])
+    added = [block for block in later.text.get("blocks") or [] if block not in blocks]
+    merged_text = {**loser.text, **winner.text}
+    if blocks or added:
+        merged_text["blocks"] = blocks + added
+    results = {**(earlier.text.get("results") or {}), **(later.text.get("results") or {})}
+    if results:
+        merged_text["results"] = results
+    prompt = earlier.text.get("prompt") or later.text.get("prompt")
+    if prompt:
+        merged_text["prompt"] = prompt
+    signature, touches = list(earlier.signature), list(earlier.touches)
+    for block in added:
+        if block.get("type") == "tool_use":
+            token, block_touches = signature_and_touches(
+                block.get("name") or "", block.get("input")
+            )
+            signature.append(token)
+            touches.extend(block_touches)
+    winner.text = merged_text
+    winner.timestamp = min(earlier.timestamp, later.timestamp)  # a call is placed by its first line
+    winner.line = earlier.line
+    winner.signature = signature
+    winner.touches = touches
+    winner.reemitted = earlier.reemitted
+    return winner
