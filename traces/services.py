@@ -30,7 +30,7 @@ from governance.services import (
 )
 from traces.analytics.services import analytics_refresh_queue
 from traces.derive import sessions_derive_many
-from traces.formats import FORMATS, detect_format, make_parser
+from traces.formats import FORMATS, RESUMABLE_FORMATS, detect_format, make_parser
 from traces.formats.archive import (
     READ_ERRORS,
     ArchiveError,
@@ -349,6 +349,7 @@ class _Ingestion:
         )
         self.files: list[IngestedFile] = []  # read here; finish() records them as complete
         self._started: dict[str, IngestedFile] = {}  # sha256 -> its row, created before reading
+        self._earlier: dict[str, list[IngestedFile]] = {}  # name -> resumable reads of it
         self._checked: set[str] = set()  # contents looked up in IngestedFile
         self._done: set[str] = set()  # of those, the ones already ingested
 
@@ -390,6 +391,23 @@ class _Ingestion:
             workspace=self.workspace, sha256__in=[item[2] for item in new]
         ):
             self._started[row.sha256] = row
+        self._look_up_earlier_reads([name for _, name, _, _ in new])
+
+    def _look_up_earlier_reads(self, names: list[str]) -> None:
+        names = [name[:1000] for name in names if name[:1000] not in self._earlier]
+        for name in names:
+            self._earlier[name] = []
+        resumable = IngestedFile.objects.filter(
+            workspace=self.workspace, member__in=names, complete=True, parser_state__isnull=False
+        )
+        for row in resumable.order_by("-size"):
+            self._earlier[row.member].append(row)
+
+    def earlier_reads(self, name: str) -> list[IngestedFile]:
+        """Complete reads of files by this name that a grown copy may go on from, largest first."""
+        if name[:1000] not in self._earlier:
+            self._look_up_earlier_reads([name])
+        return self._earlier[name[:1000]]
 
     def file_row(self, upload: RawUpload, name: str, sha256: str, size: int) -> IngestedFile:
         if sha256 not in self._started:
@@ -477,6 +495,7 @@ def _ingest_upload_into(
                     sha256=member.sha256,
                     size=member.size,
                     stream=stream,
+                    resumable=listing.kind == "plain",
                     fmt=fmt,
                     meta=meta,
                 )
@@ -491,9 +510,29 @@ def _display(upload: RawUpload, kind: str, member_name: str) -> str:
 
 
 def _ingest_member(
-    ingestion: _Ingestion, *, upload, display, member_name, sha256, size, stream, fmt, meta
+    ingestion: _Ingestion,
+    *,
+    upload,
+    display,
+    member_name,
+    sha256,
+    size,
+    stream,
+    fmt,
+    meta,
+    resumable=False,
 ) -> None:
     summary = ingestion.summary
+    earlier = _grown_from(ingestion, display, size, stream) if resumable else None
+    if earlier is not None:
+        row = ingestion.file_row(upload, display, sha256, size)
+        row.grown_from, row.start_offset = earlier, earlier.parser_state["offset"]
+        stream.seek(row.start_offset)
+        fmt = earlier.harness
+        parser = make_parser(fmt, member_name, state=earlier.parser_state)
+        _parse_into(ingestion, row, parser, display=display, fmt=fmt, stream=stream)
+        _keep_parser_state(ingestion, row, parser, stream, size)
+        return
     head = stream.peek(8192)[:8192] if hasattr(stream, "peek") else b""
     chosen = fmt if fmt != "auto" else detect_format(member_name, head)
     if not head.strip():
@@ -521,6 +560,14 @@ def _ingest_member(
             )
     parser = make_parser(chosen, member_name, sidecar if isinstance(sidecar, dict) else None)
     row = ingestion.file_row(upload, display, sha256, size)
+    _parse_into(ingestion, row, parser, display=display, fmt=chosen, stream=stream)
+    if resumable and chosen in RESUMABLE_FORMATS:
+        _keep_parser_state(ingestion, row, parser, stream, size)
+
+
+def _parse_into(ingestion: _Ingestion, row, parser, *, display: str, fmt: str, stream) -> None:
+    """Feed a file's records to the shared loader and note what it yielded on its row."""
+    summary = ingestion.summary
     loader = ingestion.loader
     loader.file_name = display
     loader.source_file_id = row.pk
@@ -541,12 +588,73 @@ def _ingest_member(
     summary.duplicates_dropped += stats.duplicates_dropped
     summary.malformed_lines += stats.malformed_lines
     row.member = display[:1000]
-    row.harness = {"claude-code": "claude-code", "codex": "codex"}.get(chosen, "otlp")
+    row.harness = {"claude-code": "claude-code", "codex": "codex"}.get(fmt, "otlp")
     row.lines = stats.lines
     row.calls = stats.calls
     row.duplicates_dropped = stats.duplicates_dropped
     row.malformed_lines = stats.malformed_lines
     ingestion.files.append(row)
+
+
+# A file is resumed from the end of its last complete line; a last line with no newline
+# yet (a transcript being written) is read again when the file grows, if it is within this
+# many bytes of the end.
+RESUME_TAIL_BYTES = 1 << 20
+
+
+def _grown_from(ingestion: _Ingestion, display: str, size: int, stream) -> IngestedFile | None:
+    """The file this one grew from: read before under the same name, with a parser state,
+    and whose bytes are exactly this one's beginning. Leaves the stream at its start."""
+    try:
+        for earlier in ingestion.earlier_reads(display):
+            if earlier.size >= size or not earlier.parser_state:
+                continue
+            digest = hashlib.sha256()
+            stream.seek(0)
+            left = earlier.size
+            while left:
+                chunk = stream.read(min(CHUNK, left))
+                if not chunk:
+                    break
+                digest.update(chunk)
+                left -= len(chunk)
+            if digest.hexdigest() == earlier.sha256:
+                return earlier
+        return None
+    finally:
+        stream.seek(0)
+
+
+def _keep_parser_state(ingestion: _Ingestion, row: IngestedFile, parser, stream, size) -> None:
+    """Record where the next read of this file, grown, may start, and the parser state
+    to start with. An unfinished last line is not an error: it is read when it is whole."""
+    stream.seek(max(row.start_offset, size - RESUME_TAIL_BYTES))
+    tail_start = stream.tell()
+    tail = stream.read()
+    newline = tail.rfind(b"\n")
+    if newline < 0:
+        return  # no complete line in the tail: a later read starts from the beginning
+    partial = len(tail) - newline - 1  # bytes of an unfinished last line
+    lines = parser.first_line - 1 + parser.stats.lines - (1 if partial else 0)
+    if partial:
+        _note_unfinished_line(ingestion.summary, row, line=lines + 1)
+    state = parser.state(lines=lines)
+    state["offset"] = tail_start + newline + 1
+    # PostgreSQL's JSON cannot hold NUL; the loader stores such ids with U+FFFD anyway.
+    row.parser_state = orjson.loads(orjson.dumps(state).replace(b"\\u0000", b"\\ufffd"))
+
+
+def _note_unfinished_line(summary: IngestSummary, row: IngestedFile, *, line: int) -> None:
+    for error in reversed(summary.errors):
+        if error["file"] == row.member and error["line"] == line:
+            if error["error"].startswith("malformed JSON"):
+                summary.malformed_lines -= 1
+                row.malformed_lines -= 1
+            error["error"] = (
+                "the last line has no newline yet (a transcript being written?): "
+                "it is read when the file grows"
+            )
+            return
 
 
 def sessions_derive(*, session_ids: Iterable[int]) -> None:

@@ -178,8 +178,11 @@ def test_a_grown_transcript_adds_only_its_new_calls(ingest, tmp_path):
     )
     assert indexes == [(i, 50 + i) for i in range(40)]
     assert Session.objects.get().call_count == 40
-    # Each old call was read twice (two streamed lines), and both lines are dropped now.
-    assert grown.duplicates_dropped == 20 + 20 + 20
+    # Only the appended lines are read: each new call's placeholder line is the duplicate.
+    assert grown.duplicates_dropped == 20
+    first, second = IngestedFile.objects.order_by("pk")
+    assert (second.grown_from, second.start_offset) == (first, first.size)
+    assert second.lines == 20 * 3 and second.calls == 20
 
 
 def test_calls_already_stored_from_another_file_are_counted_as_duplicates(ingest, tmp_path):

@@ -1,6 +1,7 @@
 """The streaming rule and agent identity, end to end: parser, loader flushes, files and
 later ingests (issue 15, defects 1, 2 and 7)."""
 
+import itertools
 from datetime import UTC, datetime
 
 import pytest
@@ -255,3 +256,118 @@ def test_appending_calls_without_a_boundary_adds_no_compaction(ingest, tmp_path)
     assert first.compactions == 2 and second.compactions == 0
     assert Compaction.objects.count() == 2
     assert second.calls == 102
+
+
+def _sidechain_session() -> list[str]:
+    """Main calls, a compaction whose summary line follows its boundary, and an inline
+    sidechain whose tool results name no agent."""
+    lines = claude_session(25)
+    lines.insert(30, claude_boundary(t=95, pre=160_000, uuid="cb-1"))
+    lines.insert(
+        31,
+        claude_user("This session is being continued …", t=95.5, isCompactSummary=True),
+    )
+    lines += _sidechain_lines("ab12", 12, t0=400, root_parent="user-0")
+    lines += [line for n in range(60, 66) for line in _streamed_call(n, t=600 + n, final=300 + n)]
+    return lines
+
+
+def _parse_in_parts(parser_class, lines: list[bytes], cuts: list[int], **kwargs) -> dict:
+    """Records by key from parsing `lines` in parts, each part resuming from the state the
+    previous part left; emissions of one call are merged by the loader's rule."""
+    from traces.formats.records import CompactionRecord, merge_call_records
+
+    calls, compactions, state, start = {}, {}, None, 0
+    for cut in [*cuts, len(lines)]:
+        parser = parser_class("sess-1.jsonl", state=state, **kwargs)
+        for record in parser.parse(iter(lines[start:cut])):
+            if isinstance(record, CallRecord):
+                earlier = calls.get(record.key)
+                calls[record.key] = merge_call_records(earlier, record) if earlier else record
+            elif isinstance(record, CompactionRecord):
+                compactions[record.key] = record
+        state = parser.state(lines=cut)
+        start = cut
+    return {
+        "calls": {
+            k: (r.agent_id, r.output_tokens, r.cache_read_tokens, r.line, len(r.text["blocks"]))
+            for k, r in calls.items()
+        },
+        "compactions": {
+            k: (r.trigger, r.pre_tokens, r.summary_tokens) for k, r in compactions.items()
+        },
+    }
+
+
+def test_a_parse_resumed_from_its_state_equals_a_parse_of_the_whole_file():
+    lines = [line.encode() for line in _sidechain_session()]
+    whole = _parse_in_parts(ClaudeCodeParser, lines, [])
+    assert len(whole["calls"]) == 25 + 12 + 6 and len(whole["compactions"]) == 1
+    for cut in range(1, len(lines)):
+        assert _parse_in_parts(ClaudeCodeParser, lines, [cut]) == whole, f"cut at line {cut}"
+    assert _parse_in_parts(ClaudeCodeParser, lines, list(range(3, len(lines), 7))) == whole
+
+
+def test_a_codex_parse_resumed_from_its_state_equals_a_parse_of_the_whole_file(shared_fixtures):
+    from traces.formats.codex import CodexParser
+
+    path = next(shared_fixtures.glob("madshn__localpush__rollout-*T12-54-34*.jsonl"))
+    lines = path.read_bytes().splitlines()
+    whole = _parse_in_parts(CodexParser, lines, [])
+    assert whole["calls"]
+    step = max(1, len(lines) // 40)
+    for cut in range(1, len(lines), step):
+        assert _parse_in_parts(CodexParser, lines, [cut]) == whole, f"cut at line {cut}"
+
+
+def _stored(workspace) -> dict:
+    sessions = {
+        s.external_id: (
+            s.call_count, s.agent_count, s.compaction_count, s.input_tokens,
+            s.cache_creation_tokens, s.cache_read_tokens, s.output_tokens,
+        )
+        for s in Session.objects.filter(workspace=workspace)
+    }  # fmt: skip
+    calls = sorted(
+        Call.objects.filter(workspace=workspace).values_list(
+            "key", "agent__external_id", "session_index", "output_tokens", "cache_read_tokens"
+        )
+    )
+    compactions = sorted(
+        Compaction.objects.filter(workspace=workspace).values_list(
+            "key", "pre_tokens", "summary_tokens"
+        )
+    )
+    return {"sessions": sessions, "calls": calls, "compactions": compactions}
+
+
+def test_a_file_that_grows_in_steps_ends_as_if_read_once(
+    ingest, tmp_path, workspace, other_workspace
+):
+    text = "\n".join(_sidechain_session()) + "\n"
+    whole = tmp_path / "whole" / "sess-1.jsonl"
+    whole.parent.mkdir()
+    whole.write_text(text)
+    ingest(whole, target=other_workspace)
+    path = tmp_path / "grows" / "sess-1.jsonl"
+    path.parent.mkdir()
+    data = text.encode()
+    # Cut inside lines too: a transcript is read while it is being written.
+    cuts = [len(data) * k // 7 + 13 for k in range(1, 7)] + [len(data)]
+    read = []
+    for cut in cuts:
+        path.write_bytes(data[:cut])
+        summary = ingest(path)
+        read.append(IngestedFile.objects.filter(workspace=workspace).latest("pk"))
+        if cut < len(data):
+            (error,) = summary.errors
+            assert error["error"].startswith("the last line has no newline yet")
+            assert summary.malformed_lines == read[-1].malformed_lines == 0
+        else:
+            assert summary.errors == []
+    assert _stored(workspace) == _stored(other_workspace)
+    # Each read after the first started where the one before stopped (its last full line).
+    for before, after in itertools.pairwise(read):
+        assert after.grown_from == before
+        assert after.start_offset == before.parser_state["offset"] <= before.size
+    assert sum(r.lines for r in read) == len(text.splitlines()) + len(cuts) - 1

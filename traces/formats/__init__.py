@@ -101,11 +101,17 @@ def _lines(data: bytes):
             yield number, line
 
 
-def make_parser(fmt: str, name: str, meta: dict | None = None):
+RESUMABLE_FORMATS = ("claude-code", "codex")
+
+
+def make_parser(fmt: str, name: str, meta: dict | None = None, state: dict | None = None):
+    """A parser for one file; `state` (from a parser's `state()`) goes on where an earlier
+    read of the same file stopped (claude-code and codex only)."""
     if fmt == "claude-code":
-        return ClaudeCodeParser(name, meta=meta)
+        return ClaudeCodeParser(name, meta=meta, state=state)
     if fmt == "codex":
-        return CodexParser(name, fallback_session_id=name.rsplit("/", 1)[-1].removesuffix(".jsonl"))
+        fallback = name.rsplit("/", 1)[-1].removesuffix(".jsonl")
+        return CodexParser(name, fallback_session_id=fallback, state=state)
     if fmt == "otlp-json":
         return _OtlpFileParser(name)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -48,6 +48,8 @@ MAX_RESULT_CHARS = 100_000
 FLUSH_WINDOW = 64  # pending calls kept before the oldest ready ones are emitted
 WAIT_WINDOW_LINES = 20_000  # how long an untouched call may wait for its tool results
 RECENT_KEYS = 200_000
+STATE_ITEMS = 200  # most entries of each kind a resume state keeps
+STATE_CHAIN = 2_000  # most sidechain line ids a resume state keeps
 _AGENT_FILE = re.compile(r"agent-([A-Za-z0-9_.-]+?)\.jsonl$")
 
 
@@ -97,7 +99,7 @@ class ClaudeCodeParser:
     costs more than the rest of the per-line work on large transcripts.
     """
 
-    def __init__(self, path: str = "", meta: dict | None = None):
+    def __init__(self, path: str = "", meta: dict | None = None, state: dict | None = None):
         self.path = path
         self.stats = ParseStats()
         self.file_agent_id = agent_id_from_path(path)
@@ -123,15 +125,57 @@ class ClaudeCodeParser:
         self._open_compaction: CompactionRecord | None = None
         self._last_session = ""
         self._pending_title = ""  # a summary line before any session id
+        self.first_line = 1
+        self._unfinished_compaction: CompactionRecord | None = None
+        if state:
+            self._restore(state)
 
     # --- public ---------------------------------------------------------------
+
+    def state(self, *, lines: int) -> dict:
+        """What a parser needs to go on reading this file after its first `lines` lines,
+        when it grows (call after `parse` is exhausted). Plain JSON, bounded in size."""
+        compaction = self._unfinished_compaction
+        return {
+            "lines": lines,
+            "last_session": self._last_session,
+            "pending_title": self._pending_title,
+            "sessions": sorted(self._sessions_seen)[-STATE_ITEMS:],
+            "agents": sorted(self._agents_seen)[-STATE_ITEMS:],
+            "chain": list(self._sidechain_agent.items())[-STATE_CHAIN:],
+            "side_agents": self._side_agents,
+            "side_spawns": list(self._side_spawns.items())[-STATE_ITEMS:],
+            "spawn_prompts": list(self._spawn_prompts.items())[-STATE_ITEMS:],
+            "prompts": list(self._prompts.items())[-STATE_ITEMS:],
+            "msgid_to_key": [[s, m, k] for (s, m), k in self._msgid_to_key.items()][-STATE_CHAIN:],
+            "compaction": _compaction_state(compaction) if compaction else None,
+        }
+
+    def _restore(self, state: dict) -> None:
+        self.first_line = int(state.get("lines") or 0) + 1
+        self._last_session = str(state.get("last_session") or "")
+        self._pending_title = str(state.get("pending_title") or "")
+        self._sessions_seen = set(state.get("sessions") or ())
+        self._agents_seen = {tuple(pair) for pair in state.get("agents") or ()}
+        self._sidechain_agent = dict(state.get("chain") or ())
+        self._side_agents = int(state.get("side_agents") or 0)
+        self._side_spawns = {k: tuple(v) for k, v in state.get("side_spawns") or ()}
+        self._spawn_prompts = {k: tuple(v) for k, v in state.get("spawn_prompts") or ()}
+        self._prompts = dict(state.get("prompts") or ())
+        self._msgid_to_key = {(s, m): k for s, m, k in state.get("msgid_to_key") or ()}
+        compaction = state.get("compaction")
+        if compaction:
+            # Its summary may be among the new lines: it is emitted again with them.
+            self._open_compaction = CompactionRecord(
+                **{**compaction, "timestamp": parse_timestamp(compaction.get("timestamp"))}
+            )
 
     def parse(self, lines: Iterable[bytes]) -> Iterator:
         out = self._out
         stats = self.stats
         loads = orjson.loads
         pending = self._pending
-        for number, raw in enumerate(lines, start=1):
+        for number, raw in enumerate(lines, start=self.first_line):
             stats.lines += 1
             try:
                 entry = loads(raw)
@@ -613,6 +657,7 @@ class ClaudeCodeParser:
     def _flush_all(self) -> None:
         for key in list(self._pending):
             self._out.append(self._emit(key))
+        self._unfinished_compaction = self._open_compaction
         if self._open_compaction is not None:
             self._out.append(self._open_compaction)
             self._open_compaction = None
@@ -632,6 +677,12 @@ class ClaudeCodeParser:
         record.text["blocks"] = pending.blocks
         self.stats.calls += 1
         return record
+
+
+def _compaction_state(record: CompactionRecord) -> dict:
+    state = {name: getattr(record, name) for name in CompactionRecord.__slots__}
+    state["timestamp"] = record.timestamp.isoformat() if record.timestamp else None
+    return state
 
 
 def _text_of(content) -> str:

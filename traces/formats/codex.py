@@ -52,7 +52,7 @@ def session_id_from_path(path: str) -> str | None:
 
 
 class CodexParser:
-    def __init__(self, path: str = "", fallback_session_id: str = ""):
+    def __init__(self, path: str = "", fallback_session_id: str = "", state: dict | None = None):
         self.path = path
         self.stats = ParseStats()
         self.session_id = session_id_from_path(path) or fallback_session_id
@@ -69,9 +69,45 @@ class CodexParser:
         self._held: list[CallRecord] = []
         self._tool_owner: dict[str, CallRecord] = {}
         self._last_context: int | None = None
+        self.first_line = 1
+        if state:
+            self._restore(state)
+
+    def state(self, *, lines: int) -> dict:
+        """What a parser needs to go on reading this rollout after its first `lines` lines,
+        when it grows (call after `parse` is exhausted). Every call was released by then;
+        the output items since the last counted event belong to the next call."""
+        return {
+            "lines": lines,
+            "session_id": self.session_id,
+            "announced": self._announced,
+            "model": self._model,
+            "cwd": self._cwd,
+            "previous_totals": self._previous_totals,
+            "records_mode": self._records_mode,
+            "buffer": self._buffer,
+            "signature": self._signature,
+            "touches": self._touches,
+            "prompt": self._prompt,
+            "last_context": self._last_context,
+        }
+
+    def _restore(self, state: dict) -> None:
+        self.first_line = int(state.get("lines") or 0) + 1
+        self.session_id = str(state.get("session_id") or self.session_id)
+        self._announced = bool(state.get("announced"))
+        self._model = str(state.get("model") or "")
+        self._cwd = str(state.get("cwd") or "")
+        self._previous_totals = state.get("previous_totals")
+        self._records_mode = bool(state.get("records_mode"))
+        self._buffer = list(state.get("buffer") or ())
+        self._signature = list(state.get("signature") or ())
+        self._touches = [tuple(pair) for pair in state.get("touches") or ()]
+        self._prompt = str(state.get("prompt") or "")
+        self._last_context = state.get("last_context")
 
     def parse(self, lines: Iterable[bytes]) -> Iterator:
-        for number, raw in enumerate(lines, start=1):
+        for number, raw in enumerate(lines, start=self.first_line):
             self.stats.lines += 1
             stripped = raw.strip()
             if not stripped:
