@@ -452,21 +452,15 @@ def _ingest_member(
     ingestion: _Ingestion, *, upload, display, member_name, sha256, stream, fmt, meta
 ) -> None:
     summary = ingestion.summary
-    head = stream.peek(8192)[:8192] if hasattr(stream, "peek") else b""
-    chosen = fmt if fmt != "auto" else detect_format(member_name, head)
-    if not head.strip():
-        summary.errors.append(
-            {"file": display, "line": None, "error": "empty file (nothing to ingest)"}
-        )
+    # Detection reads whole lines (as many as it needs, within a bound); the parser then
+    # reads them again from `detection.replay()`, followed by the rest of the stream.
+    detection = detect_format(member_name, stream)
+    if detection.empty:
+        summary.errors.append({"file": display, "line": None, "error": detection.reason})
         return
+    chosen = fmt if fmt != "auto" else detection.format
     if chosen is None:
-        summary.errors.append(
-            {
-                "file": display,
-                "line": 1,
-                "error": "not a recognised trace format (Claude Code, Codex or OTLP/JSON)",
-            }
-        )
+        summary.errors.append({"file": display, "line": detection.line, "error": detection.reason})
         return
     sidecar = None
     raw_meta = meta.get(_meta_key(member_name))
@@ -481,7 +475,7 @@ def _ingest_member(
     loader = ingestion.loader
     loader.file_name = display
     try:
-        for record in parser.parse(stream):
+        for record in parser.parse(detection.replay()):
             loader.feed(record)
     except READ_ERRORS as exc:
         summary.errors.append(
