@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traces.formats import detect_format
+from traces.formats import detect_format, make_parser
 from traces.formats.detect import format_from_path
 
 CLAUDE = b'{"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "hi"}}\n'
@@ -154,3 +154,27 @@ def test_the_parser_sees_exactly_the_lines_of_the_stream(
     data = b"\n".join(lines) + (b"\n" if trailing_newline and lines else b"")
     detection = detect_format(name, stream(data, 64), max_lines=max_lines, max_bytes=max_bytes)
     assert replayed_lines(detection) == list(io.BytesIO(data))
+
+
+@pytest.mark.parametrize(
+    ("fixture", "name"),
+    [
+        (
+            "madshn__localpush__rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl",
+            "sessions/2026/02/23/rollout-2026-02-23T12-40-23-019c8a4c-ed82-79a1-aa28-7738fc5ab61a.jsonl",
+        ),
+        (
+            "d-kimuson__claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+            "projects/-path-to-Demo/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+        ),
+    ],
+)
+def test_the_parsers_read_a_replay_over_the_bound_as_the_file_itself(
+    shared_fixtures, fixture, name
+):
+    data = (shared_fixtures / fixture).read_bytes()
+    detection = detect_format(name, stream(data, 64), max_bytes=100)  # within line 1
+    assert detection.decided_by == "path"
+    from_replay = list(make_parser(detection.format, name).parse(detection.replay()))
+    from_file = list(make_parser(detection.format, name).parse(io.BytesIO(data)))
+    assert len(from_file) > 10 and from_replay == from_file
