@@ -530,24 +530,18 @@ def _ingest_member(
         stream.seek(row.start_offset)
         fmt = earlier.harness
         parser = make_parser(fmt, member_name, state=earlier.parser_state)
-        _parse_into(ingestion, row, parser, display=display, fmt=fmt, stream=stream)
+        _parse_into(ingestion, row, parser, display=display, fmt=fmt, lines=stream)
         _keep_parser_state(ingestion, row, parser, stream, size)
         return
-    head = stream.peek(8192)[:8192] if hasattr(stream, "peek") else b""
-    chosen = fmt if fmt != "auto" else detect_format(member_name, head)
-    if not head.strip():
-        summary.errors.append(
-            {"file": display, "line": None, "error": "empty file (nothing to ingest)"}
-        )
+    # Detection reads whole lines (as many as it needs, within a bound); the parser then
+    # reads them again from `detection.replay()`, followed by the rest of the stream.
+    detection = detect_format(member_name, stream)
+    if detection.empty:
+        summary.errors.append({"file": display, "line": None, "error": detection.reason})
         return
+    chosen = fmt if fmt != "auto" else detection.format
     if chosen is None:
-        summary.errors.append(
-            {
-                "file": display,
-                "line": 1,
-                "error": "not a recognised trace format (Claude Code, Codex or OTLP/JSON)",
-            }
-        )
+        summary.errors.append({"file": display, "line": detection.line, "error": detection.reason})
         return
     sidecar = None
     raw_meta = meta.get(_meta_key(member_name))
@@ -560,19 +554,19 @@ def _ingest_member(
             )
     parser = make_parser(chosen, member_name, sidecar if isinstance(sidecar, dict) else None)
     row = ingestion.file_row(upload, display, sha256, size)
-    _parse_into(ingestion, row, parser, display=display, fmt=chosen, stream=stream)
+    _parse_into(ingestion, row, parser, display=display, fmt=chosen, lines=detection.replay())
     if resumable and chosen in RESUMABLE_FORMATS:
         _keep_parser_state(ingestion, row, parser, stream, size)
 
 
-def _parse_into(ingestion: _Ingestion, row, parser, *, display: str, fmt: str, stream) -> None:
+def _parse_into(ingestion: _Ingestion, row, parser, *, display: str, fmt: str, lines) -> None:
     """Feed a file's records to the shared loader and note what it yielded on its row."""
     summary = ingestion.summary
     loader = ingestion.loader
     loader.file_name = display
     loader.source_file_id = row.pk
     try:
-        for record in parser.parse(stream):
+        for record in parser.parse(lines):
             loader.feed(record)
     except READ_ERRORS as exc:
         summary.errors.append(

@@ -1,8 +1,9 @@
 """Pure, streaming trace parsers. Nothing here imports Django.
 
-`detect_format(name, head)` guesses the format of a file from its name and first bytes;
-`make_parser(fmt, name, meta).parse(stream)` yields normalised records (see
-`records.py`), with `ParseError`s for the lines it had to skip.
+`detect_format(name, stream)` finds the format of a file from its first records, or else
+its path (see `detect.py`); `make_parser(fmt, name, meta).parse(detection.replay())`
+yields normalised records (see `records.py`), with `ParseError`s for the lines it had to
+skip.
 """
 
 from __future__ import annotations
@@ -14,42 +15,14 @@ import orjson
 
 from traces.formats.claude_code import ClaudeCodeParser
 from traces.formats.codex import CodexParser
+from traces.formats.detect import Detection, detect_format
 from traces.formats.otlp import OtlpDecodeError, normalise, spans_from_json
 from traces.formats.records import ParseError, ParseStats
 
+__all__ = ["FORMATS", "Detection", "detect_format", "make_parser"]
+
 FORMATS = ("claude-code", "codex", "otlp-json")
 MAX_OTLP_DOCUMENT = 64 * 1024 * 1024
-CODEX_TYPES = {
-    "session_meta",
-    "response_item",
-    "event_msg",
-    "turn_context",
-    "compacted",
-    "token_usage_record",
-}
-
-
-def detect_format(name: str, head: bytes) -> str | None:
-    """'claude-code', 'codex', 'otlp-json', or None when the content is not recognised."""
-    base = name.replace("\\", "/").rsplit("/", 1)[-1]
-    text = head.lstrip()
-    if base.startswith("rollout-") and base.endswith(".jsonl"):
-        return "codex"
-    if b'"resourceSpans"' in text[:4096]:
-        return "otlp-json"
-    # Look at the first few complete lines, so one corrupt first line does not hide the format.
-    for line in text.split(b"\n")[:20]:
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(entry, dict):
-            continue
-        if "payload" in entry and entry.get("type") in CODEX_TYPES:
-            return "codex"
-        if "sessionId" in entry or entry.get("type") in {"summary", "user", "assistant", "system"}:
-            return "claude-code"
-    return None
 
 
 class _OtlpFileParser:
