@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from governance.charts import PALETTE, base_layout, chart_text, figure_dict
-from qualification.analysis.refusals import format_tokens
+from qualification.analysis.tokens import format_tokens
 
 MARKER_STYLES = {
     "knee": {"color": "#c2410c", "dash": "dot", "label": "knee"},

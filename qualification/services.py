@@ -33,8 +33,8 @@ from qualification.analysis.limits import (
     StageBudget,
     check_budget,
 )
-from qualification.analysis.refusals import format_tokens
 from qualification.analysis.sweep import AnalysisParams, analyse_sweep
+from qualification.analysis.tokens import format_tokens
 from qualification.formats.trials import ParsedTrials, parse_trials
 from qualification.models import (
     AssemblyAudit,

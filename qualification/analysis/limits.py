@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from qualification.analysis.refusals import format_tokens
+from qualification.analysis.tokens import format_tokens
 
 CONSEQUENCES = ("low", "medium", "high")
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qualification.analysis.intervals import BINOMIAL_METHODS, min_tasks_for_all_pass
+from qualification.analysis.tokens import format_tokens
 
 RULE_NO_TRIALS = "no_trials"
 RULE_MIN_REPEATS = "min_repeats"
@@ -29,20 +30,6 @@ class Refusal:
     remedy: str
     strata: list[int] = field(default_factory=list)
     tasks: list[str] = field(default_factory=list)
-
-
-def format_tokens(tokens: int | float | None) -> str:
-    """8000 → '8K', 32768 → '32K', 1048576 → '1M', 12500 → '12.5K'."""
-    if tokens is None:
-        return "–"
-    n = int(tokens)
-    for unit, sizes in (("M", (1000**2, 1024**2)), ("K", (1000, 1024))):
-        for size in sizes:
-            if n >= size and n % size == 0:
-                return f"{n // size}{unit}"
-        if n >= sizes[0]:
-            return f"{n / sizes[0]:.1f}".rstrip("0").rstrip(".") + unit
-    return str(n)
 
 
 def _listing(items: list[str], limit: int = 5) -> str:

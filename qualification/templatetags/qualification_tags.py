@@ -2,7 +2,7 @@
 
 from django import template
 
-from qualification.analysis.refusals import format_tokens
+from qualification.analysis.tokens import format_tokens
 
 register = template.Library()
 

@@ -12,8 +12,8 @@ from qualification.analysis.limits import (
     check_budget,
     propose_limit,
 )
-from qualification.analysis.refusals import format_tokens
 from qualification.analysis.sweep import AnalysisParams, analyse_sweep, requalification_shifts
+from qualification.analysis.tokens import format_tokens
 from tests.qualification.conftest import STRATA, frame_for
 
 PARAMS = AnalysisParams.for_qualification(threshold=0.85, consequence="medium")
