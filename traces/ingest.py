@@ -172,6 +172,7 @@ class TraceLoader:
         self._loaded_skipped: set[int] = set()
         self._loaded_count = 0
         self._compaction_keys: set[tuple[int, str]] = set()
+        self._new_agents: set[int] = set()  # created by this loader: no calls before ours
 
     # --- feeding -----------------------------------------------------------------
 
@@ -420,6 +421,7 @@ class TraceLoader:
                 else:
                     for agent in fresh:
                         self._agents[(agent.session_id, agent.external_id)] = agent.pk
+                        self._new_agents.add(agent.pk)
                     self.summary.agents += len(fresh)
             if known:
                 with transaction.atomic():
@@ -449,13 +451,44 @@ class TraceLoader:
             start_kind=info.start_kind if info else "unknown",
         )
 
+    def _prime_indexes(self, pairs: set[tuple[int, int]]) -> None:
+        """Start the counters of sessions and agents that may hold calls already, with two
+        queries for a whole batch (one per session or agent cost 1 ms each on many small
+        subagent files)."""
+        sessions = {s for s, _ in pairs if (s, None) not in self._indexes}
+        sessions -= self._new_sessions
+        agents = {
+            a for s, a in pairs if (s, a) not in self._indexes and s not in self._new_sessions
+        }
+        agents -= self._new_agents
+        found = {}
+        if sessions:
+            for session_pk, top in (
+                Call.objects.filter(session_id__in=sessions)
+                .values_list("session_id")
+                .annotate(top=Max("session_index"))
+            ):
+                found[(session_pk, None)] = top + 1
+        if agents:
+            for agent_pk, session_pk, top in (
+                Call.objects.filter(agent_id__in=agents)
+                .values_list("agent_id", "session_id")
+                .annotate(top=Max("agent_index"))
+            ):
+                found[(session_pk, agent_pk)] = top + 1
+        for session_pk in sessions:
+            self._indexes[(session_pk, None)] = found.get((session_pk, None), 0)
+        for session_pk, agent_pk in pairs:
+            if agent_pk in agents:
+                self._indexes[(session_pk, agent_pk)] = found.get((session_pk, agent_pk), 0)
+
     def _next_index(self, session_pk: int, agent_pk: int | None) -> int:
         """Provisional positions in arrival order; the derive step corrects any that differ,
         which for a single transcript in time order is none, so no row is rewritten."""
         counter_key = (session_pk, agent_pk)
         value = self._indexes.get(counter_key)
         if value is None:
-            if session_pk in self._new_sessions:
+            if session_pk in self._new_sessions or agent_pk in self._new_agents:
                 value = 0
             else:
                 field = "session_index" if agent_pk is None else "agent_index"
@@ -502,7 +535,9 @@ class TraceLoader:
             late = set()  # calls the parser emitted before: they merge with the stored row
             agents = self._agents
             workspace_pk = self.workspace.pk
-            # The order the derive step numbers calls in (see traces.derive).
+            self._prime_indexes(
+                {(s, agents[(s, record.agent_id)]) for (s, _), record in calls.items()}
+            )
             ordered = sorted(
                 calls.items(), key=lambda item: (item[0][0], item[1].timestamp, item[1].line)
             )

@@ -420,9 +420,42 @@ class _Ingestion:
         if self.files:
             for row in self.files:
                 row.complete = True
-            IngestedFile.objects.bulk_update(self.files, FILE_RESULT_FIELDS)
+            _files_update(self.files)
             self.files = []
         return touched
+
+
+# One statement for a chunk's files: Django's bulk_update builds a CASE per field and row,
+# which cost 1 ms per file in Python (3.3 s for 3,100 subagent files).
+FILES_UPDATE_SQL = """
+UPDATE traces_ingestedfile AS f SET member = v.member, harness = v.harness, lines = v.lines,
+    calls = v.calls, duplicates_dropped = v.duplicates, malformed_lines = v.malformed,
+    complete = TRUE, start_offset = v.start_offset, grown_from_id = v.grown_from,
+    parser_state = v.state
+FROM (VALUES {values}) AS v(id, member, harness, lines, calls, duplicates, malformed,
+    start_offset, grown_from, state)
+WHERE f.id = v.id
+"""
+FILES_UPDATE_ROW = (
+    "(%s::bigint, %s, %s, %s::int, %s::int, %s::int, %s::int, %s::bigint, %s::bigint, %s::jsonb)"
+)
+
+
+def _files_update(rows: list[IngestedFile]) -> None:
+    if connection.vendor != "postgresql":
+        IngestedFile.objects.bulk_update(rows, FILE_RESULT_FIELDS)
+        return
+    params = []
+    for row in rows:
+        state = orjson.dumps(row.parser_state).decode() if row.parser_state is not None else None
+        params += [
+            row.pk, row.member, row.harness, row.lines, row.calls, row.duplicates_dropped,
+            row.malformed_lines, row.start_offset, row.grown_from_id, state,
+        ]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(
+            FILES_UPDATE_SQL.format(values=", ".join([FILES_UPDATE_ROW] * len(rows))), params
+        )
 
 
 def ingest_upload(
@@ -465,7 +498,10 @@ def _ingest_upload_into(
             summary.errors.append(
                 {"file": upload.original_name, "line": None, "error": listing.stopped}
             )
-        meta = {_meta_key(k): v for k, v in {**(extra_meta or {}), **listing.meta}.items()}
+        # `extra_meta` comes keyed by `_meta_key`: a CLI chunk shares one for all its files.
+        meta = extra_meta or {}
+        if listing.meta:
+            meta = {**meta, **{_meta_key(k): v for k, v in listing.meta.items()}}
         wanted = {}
         done = ingestion.already_ingested([m.sha256 for m in listing.members])
         for member in listing.members:
@@ -675,7 +711,7 @@ def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
     for upload in uploads:
         if upload.original_name.endswith(".meta.json") and upload.size <= 64 * 1024:
             with upload.file.open("rb") as handle:
-                extra_meta[upload.original_name] = handle.read()
+                extra_meta[_meta_key(upload.original_name)] = handle.read()
     summary = IngestSummary()
     touched: set[int] = set()
     reported = 0  # errors are shown as each upload ends, and kept if a later one fails
@@ -722,15 +758,16 @@ def ingest_paths(
     files = expand_paths(paths)
     total = sum(f.stat().st_size for f in files)
     meta = {
-        str(f): f.read_bytes()
+        _meta_key(str(f)): f.read_bytes()
         for f in files
         if f.name.endswith(".meta.json") and f.stat().st_size <= 65536
     }
     for path in files:
         sibling = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
-        wanted = path.name.endswith(".jsonl") and str(sibling) not in meta and sibling.exists()
+        key = _meta_key(str(sibling))
+        wanted = path.name.endswith(".jsonl") and key not in meta and sibling.exists()
         if wanted and sibling.stat().st_size <= 65536:
-            meta[str(sibling)] = sibling.read_bytes()
+            meta[key] = sibling.read_bytes()
     transcripts = [path for path in files if not path.name.endswith(".meta.json")]
     tasks = [
         (workspace.pk, getattr(user, "pk", None), chunk, fmt, meta)
