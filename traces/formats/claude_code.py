@@ -211,6 +211,22 @@ class ClaudeCodeParser:
 
     def _entry(self, entry: dict, line: int) -> None:
         kind = entry.get("type")
+        session_id = entry.get("sessionId")
+        if (
+            (kind == "assistant" or kind == "user")
+            and session_id
+            and session_id == self._last_session
+        ):
+            # Most lines: a message of the session of the line before (checked in full below).
+            if self.file_agent_id is None and not entry.get("isSidechain"):
+                agent_id = "main"
+            else:
+                agent_id = self._agent_for(entry, session_id)
+            if kind == "assistant":
+                self._assistant(entry, line, session_id, agent_id)
+            else:
+                self._user(entry, line, session_id, agent_id)
+            return
         if kind is None:
             message = entry.get("message")
             if type(message) is dict and type(message.get("usage")) is dict:
@@ -221,7 +237,6 @@ class ClaudeCodeParser:
         if kind not in KNOWN_TYPES:
             self._error(line, f"unknown record type {kind!r} (skipped)", malformed=False)
             return
-        session_id = entry.get("sessionId")
         if session_id is not None and type(session_id) is not str:
             self._error(line, "field 'sessionId' must be a string")
             return
@@ -495,19 +510,21 @@ class ClaudeCodeParser:
         elif type(content) is not list:
             return
         blocks = pending.blocks
-        seen = pending.block_keys
+        seen = pending.block_keys  # a block repeated by a copied line is kept once
         for block in content:
             if type(block) is not dict:
                 continue
             kind = block.get("type")
             if kind == "text":
                 text = block.get("text")
-                marker = ("text", text)
-                if marker not in seen:
-                    seen.add(marker)
-                    blocks.append(
-                        {"type": "text", "text": text if type(text) is str else str(text or "")}
-                    )
+                if type(text) is str and len(block) == 2:
+                    copy = block  # Claude Code's text blocks hold just these keys: kept as is
+                else:
+                    text = text if type(text) is str else str(text or "")
+                    copy = {"type": "text", "text": text}
+                if text not in seen:
+                    seen.add(text)
+                    blocks.append(copy)
             elif kind == "tool_use":
                 tool_id = str(block.get("id") or "")
                 marker = ("tool_use", tool_id or len(blocks))
@@ -535,11 +552,10 @@ class ClaudeCodeParser:
                             str(tool_input.get("subagent_type") or ""),
                         )
             elif kind == "thinking":
-                text = block.get("thinking")
-                marker = ("thinking", text)
-                if marker not in seen:
-                    seen.add(marker)
-                    blocks.append({"type": "thinking", "text": str(text or "")})
+                text = str(block.get("thinking") or "")
+                if ("thinking", text) not in seen:
+                    seen.add(("thinking", text))
+                    blocks.append({"type": "thinking", "text": text})
 
     # --- user and system lines ------------------------------------------------
 
