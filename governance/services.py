@@ -354,7 +354,7 @@ class JobHeartbeat:
                 try:
                     with own.cursor() as cursor:
                         cursor.execute(sql, [timezone.now(), self.job_id, JobStatus.RUNNING])
-                except DatabaseLayerError:
+                except Exception:  # a beat may fail; the thread must live on to the next
                     logger.warning("job %s: heartbeat not written", self.job_id, exc_info=True)
                     own.close()  # reconnect for the next beat
         finally:

@@ -221,6 +221,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "traces.compute_analytics": {"queue": "analysis"},
+    "traces.derive_pending_sweep": {"queue": "maintenance"},
     "qualification.load_trials": {"queue": "ingest"},
     "traces.*": {"queue": "ingest"},
     "qualification.*": {"queue": "analysis"},
@@ -245,7 +246,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 5 * 3600}
 # A running job writes Job.heartbeat_at every GOVERNANCE_JOB_HEARTBEAT_SECONDS. The beat task
 # governance.requeue_stale_jobs (every minute) requeues a job silent for longer than
 # GOVERNANCE_JOB_STALE_SECONDS (its worker was killed), until it has started
-# GOVERNANCE_JOB_MAX_ATTEMPTS times; then it fails it with the reason.
+# GOVERNANCE_JOB_MAX_ATTEMPTS times; then it fails it with the reason. Every 5 minutes,
+# traces.derive_pending_sweep queues the derive step of sessions a killed worker left marked.
 GOVERNANCE_JOB_HEARTBEAT_SECONDS = env_int("GOVERNANCE_JOB_HEARTBEAT_SECONDS", 15)
 GOVERNANCE_JOB_STALE_SECONDS = env_int("GOVERNANCE_JOB_STALE_SECONDS", 120)
 GOVERNANCE_JOB_MAX_ATTEMPTS = env_int("GOVERNANCE_JOB_MAX_ATTEMPTS", 3)
@@ -260,6 +262,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
         # Sweeps missed while no worker consumed are not worth running late, one after another.
         "options": {"expires": 55},
+    },
+    "traces.derive_pending_sweep": {
+        "task": "traces.derive_pending_sweep",
+        "schedule": 300.0,
+        "options": {"expires": 290},
     },
 }
 

@@ -785,6 +785,18 @@ def derive_pending_queue(*, workspace_id: int) -> None:
         derive_pending.apply_async(args=[workspace_id], countdown=DERIVE_DEBOUNCE_SECONDS)
 
 
+def derive_pending_queue_all() -> list[int]:
+    """Queue the derive step of every workspace that has sessions still marked; returns
+    their ids. A worker killed mid-derive leaves its sessions marked, and its message comes
+    back from the broker only after the visibility timeout: this runs them sooner."""
+    workspace_ids = sorted(
+        Session.objects.filter(needs_derive=True).values_list("workspace_id", flat=True).distinct()
+    )
+    for workspace_id in workspace_ids:
+        derive_pending_queue(workspace_id=workspace_id)
+    return workspace_ids
+
+
 def derive_pending_run(*, workspace_id: int, limit: int = 2000) -> int:
     """Derive every session marked as needing it; returns how many.
 

@@ -18,6 +18,7 @@ app.autodiscover_tasks(force=True)
         ("contextfiles.drift_check", "analysis"),
         ("artifacts.purge", "maintenance"),
         ("governance.requeue_stale_jobs", "maintenance"),
+        ("traces.derive_pending_sweep", "maintenance"),
     ],
 )
 def test_task_is_routed_to_its_queue(task, queue):
@@ -39,9 +40,16 @@ def test_the_broker_gives_a_task_back_only_after_its_time_limit():
     assert max(limits.values()) == 4 * 3600 < timeout
 
 
-def test_beat_sweeps_stale_jobs_every_minute():
+def test_beat_sweeps_stale_jobs_and_pending_derives():
     from django.conf import settings
 
-    entry = settings.CELERY_BEAT_SCHEDULE["governance.requeue_stale_jobs"]
-    assert entry["task"] in app.tasks and entry["schedule"] == 60
-    assert app.tasks[entry["task"]].time_limit == 120
+    ours = ("governance.requeue_stale_jobs", "traces.derive_pending_sweep")
+    schedule = {
+        name: (entry["task"] in app.tasks, entry["schedule"], entry["options"]["expires"])
+        for name, entry in settings.CELERY_BEAT_SCHEDULE.items()
+        if name in ours  # artifacts adds its purge to the same schedule
+    }
+    assert schedule == {
+        "governance.requeue_stale_jobs": (True, 60, 55),
+        "traces.derive_pending_sweep": (True, 300, 290),
+    }
