@@ -19,10 +19,12 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@ $(VENV)/.installed-base
 
-## run: create .venv, install, migrate, load the demo workspace, serve http://127.0.0.1:8000
+## run: create .venv, install, migrate, load the demo workspace, resume the jobs a killed
+## server left running (without a broker they run inside the server), serve http://127.0.0.1:8000
 run: $(VENV)/.installed-base
 	DJANGO_DEBUG=1 $(BIN)/python manage.py migrate --noinput
 	DJANGO_DEBUG=1 $(BIN)/python manage.py seed_demo
+	DJANGO_DEBUG=1 $(BIN)/python manage.py requeue_stale_jobs --server-start
 	@echo "Serving on http://$(HOST):$(PORT)/  (sign in with one of the demo logins above)"
 	DJANGO_DEBUG=1 $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
@@ -45,6 +47,7 @@ format: $(VENV)/.installed-dev
 worker: $(VENV)/.installed-base
 	$(BIN)/celery -A governance worker --loglevel=INFO --queues=default,ingest,analysis,maintenance
 
+## beat: the Celery beat scheduler: artifact purges, and every minute the sweep that requeues jobs whose worker was lost
 beat: $(VENV)/.installed-base
 	$(BIN)/celery -A governance beat --loglevel=INFO
 

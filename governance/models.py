@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Role(models.IntegerChoices):
@@ -133,7 +136,20 @@ class Job(WorkspaceOwned):
     )
     error_count = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True, help_text="Why the job failed, if it did.")
-    attempts = models.PositiveSmallIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="How many times it started.")
+    attempt_log = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Attempts that stopped before the job finished: [{attempt, at, outcome}].",
+    )
+    task_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The Celery task that runs it (sent again on requeue).",
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life from the process running it."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -143,10 +159,30 @@ class Job(WorkspaceOwned):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["workspace", "kind", "-created_at"])]
+        indexes = [
+            models.Index(fields=["workspace", "kind", "-created_at"]),
+            # The stale-job sweep reads only running jobs, every minute.
+            models.Index(
+                fields=["heartbeat_at"],
+                condition=models.Q(status=JobStatus.RUNNING),
+                name="job_running_heartbeat",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.pk} ({self.status})"
+
+    @property
+    def silent_since(self):
+        """When a running job last showed signs of life, if that is longer ago than the
+        stale-job sweep allows (its worker is probably gone); else None."""
+        if self.status != JobStatus.RUNNING:
+            return None
+        last_seen = self.heartbeat_at or self.started_at
+        stale_after = timedelta(seconds=settings.GOVERNANCE_JOB_STALE_SECONDS)
+        if last_seen is None or timezone.now() - last_seen < stale_after:
+            return None
+        return last_seen
 
     @property
     def is_finished(self) -> bool:

@@ -5,17 +5,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import Error as DatabaseLayerError
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from governance.models import (
@@ -239,7 +242,10 @@ def job_create(
 
 
 def job_enqueue(*, job: Job, task) -> None:
-    """Send the job's id to its Celery task once the current transaction commits."""
+    """Send the job's id to its Celery task once the current transaction commits. The task's
+    name is kept on the job, for the stale-job sweep to send it again."""
+    job.task_name = task.name
+    Job.objects.filter(pk=job.pk).update(task_name=task.name)
     job_id = job.pk
     transaction.on_commit(lambda: task.delay(job_id))
 
@@ -301,7 +307,58 @@ class JobReporter:
             counts=self.job.counts,
             errors=self.errors,
             error_count=self.error_count,
+            heartbeat_at=timezone.now(),
         )
+
+
+class JobHeartbeat:
+    """Writes a running job's `heartbeat_at` every few seconds from a thread of its own, so
+    that a long step without progress (deriving sessions, one big statement) still shows
+    the job alive. The beats stop when the process dies: that is what the stale-job sweep
+    looks for.
+
+    PostgreSQL only: the thread writes through a second connection beside the work's, and
+    with SKIP LOCKED, so it never waits for a transaction of the work's that holds the job
+    row (the sweep skips such a row too: its owner is alive). SQLite has one writer at a
+    time; there the progress flushes are the beats.
+    """
+
+    def __init__(self, job_id: int, *, interval: float | None = None):
+        self.job_id = job_id
+        self.interval = interval or settings.GOVERNANCE_JOB_HEARTBEAT_SECONDS
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._beat, name=f"job-{job_id}-heartbeat", daemon=True
+        )
+
+    def __enter__(self) -> JobHeartbeat:
+        if connection.vendor == "postgresql":
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _beat(self) -> None:
+        from django.db import connection as own  # this thread's connection
+
+        table = own.ops.quote_name(Job._meta.db_table)
+        sql = (  # the table name comes from the model; the values are parameters
+            f"UPDATE {table} SET heartbeat_at = %s WHERE id = (SELECT id FROM {table} "  # noqa: S608
+            "WHERE id = %s AND status = %s FOR NO KEY UPDATE SKIP LOCKED)"
+        )
+        try:
+            while not self._stop.wait(self.interval):
+                try:
+                    with own.cursor() as cursor:
+                        cursor.execute(sql, [timezone.now(), self.job_id, JobStatus.RUNNING])
+                except Exception:  # a beat may fail; the thread must live on to the next
+                    logger.warning("job %s: heartbeat not written", self.job_id, exc_info=True)
+                    own.close()  # reconnect for the next beat
+        finally:
+            own.close()
 
 
 def too_many_files_message() -> str:
@@ -319,6 +376,7 @@ def job_run(
     retry_on: tuple[type[Exception], ...] = (),
 ) -> Job | None:
     """Run `work` for a job: mark it running, then succeeded, or failed with the reason.
+    While it runs, a JobHeartbeat shows it alive to the stale-job sweep.
 
     InputError marks the job failed with its message (never retried). An exception in
     `retry_on` (the caller will retry) puts the job back in the queue with the reason;
@@ -330,15 +388,22 @@ def job_run(
         return None
     if job.is_finished:
         return job
+    now = timezone.now()
+    fresh = {}
+    if job.attempts:  # another attempt does all the work again: report it once, not twice
+        fresh = {"progress_done": 0, "counts": {}, "errors": [], "error_count": 0}
     Job.objects.filter(pk=job.pk).update(
         status=JobStatus.RUNNING,
-        started_at=job.started_at or timezone.now(),
+        started_at=job.started_at or now,
         attempts=F("attempts") + 1,
+        heartbeat_at=now,
+        **fresh,
     )
     job.refresh_from_db()
     reporter = JobReporter(job)
     try:
-        work(job, reporter)
+        with JobHeartbeat(job.pk):
+            work(job, reporter)
     except InputError as exc:
         _job_finish(job, reporter, status=JobStatus.FAILED, error=str(exc))
         return job
@@ -365,7 +430,11 @@ def _job_requeue(job: Job, reporter: JobReporter, *, error: str) -> None:
     (Celery's Django fixup replaces a broken connection before the next task)."""
     try:
         reporter.flush(force=True)
-        Job.objects.filter(pk=job.pk).update(status=JobStatus.QUEUED, error=error[:10000])
+        Job.objects.filter(pk=job.pk).update(
+            status=JobStatus.QUEUED,
+            error=error[:10000],
+            attempt_log=[*job.attempt_log, _attempt_entry(job, error)],
+        )
     except DatabaseLayerError:
         logger.warning("job %s could not be put back in the queue", job.pk, exc_info=True)
 
@@ -383,3 +452,78 @@ def _job_finish(job: Job, reporter: JobReporter, *, status: str, error: str) -> 
         finished_at=job.finished_at,
         progress_done=job.progress_done,
     )
+
+
+def _attempt_entry(job: Job, outcome: str) -> dict:
+    return {"attempt": job.attempts, "at": timezone.now().isoformat(), "outcome": outcome[:1000]}
+
+
+@dataclass
+class StaleJobsSwept:
+    requeued: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+
+
+def jobs_requeue_stale(
+    *, stale_after: float | None = None, max_attempts: int | None = None
+) -> StaleJobsSwept:
+    """Requeue every running job whose process stopped beating `stale_after` seconds ago
+    (its worker was killed): its task is sent again, and runs the job from the start (job
+    work is idempotent). A job that has started `max_attempts` times already, or that has
+    no task to send, is failed with the reason instead."""
+    from governance.celery import app
+
+    if stale_after is None:
+        stale_after = settings.GOVERNANCE_JOB_STALE_SECONDS
+    if max_attempts is None:
+        max_attempts = settings.GOVERNANCE_JOB_MAX_ATTEMPTS
+    app.loader.import_default_modules()  # registers every app's tasks, in any process
+    now = timezone.now()
+    swept = StaleJobsSwept()
+    with transaction.atomic():
+        # SKIP LOCKED: a job whose row a transaction holds has a live process behind it.
+        stale = (
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(status=JobStatus.RUNNING)
+            .alias(last_seen=Coalesce("heartbeat_at", "started_at", "created_at"))
+            .filter(last_seen__lt=now - timedelta(seconds=stale_after))
+            .order_by("pk")
+        )
+        for job in stale:
+            last_seen = job.heartbeat_at or job.started_at or job.created_at
+            lost = f"worker lost: no heartbeat since {last_seen:%Y-%m-%d %H:%M:%S} UTC"
+            task = app.tasks.get(job.task_name) if job.task_name else None
+            if task is not None and job.attempts < max_attempts:
+                outcome = f"attempt {job.attempts}: {lost}; requeued"
+                Job.objects.filter(pk=job.pk).update(
+                    status=JobStatus.QUEUED,
+                    error=outcome,
+                    attempt_log=[*job.attempt_log, _attempt_entry(job, outcome)],
+                )
+                transaction.on_commit(lambda task=task, job_id=job.pk: _job_send(task, job_id))
+                swept.requeued.append(job.pk)
+            else:
+                outcome = lost + (
+                    f"; gave up after {job.attempts} attempts"
+                    if task is not None
+                    else "; it was not run by a queued task, so nothing can run it again"
+                )
+                Job.objects.filter(pk=job.pk).update(
+                    status=JobStatus.FAILED,
+                    error=outcome,
+                    finished_at=now,
+                    attempt_log=[*job.attempt_log, _attempt_entry(job, outcome)],
+                )
+                swept.failed.append(job.pk)
+            logger.warning("job %s (%s): %s", job.pk, job.kind, outcome)
+    return swept
+
+
+def _job_send(task, job_id: int) -> None:
+    """Send a requeued job's task; if the broker refuses it, the job goes back to running
+    (and stale), for the next sweep to try again."""
+    try:
+        task.apply_async(args=[job_id])
+    except Exception:
+        logger.exception("job %s: could not send %s again", job_id, task.name)
+        Job.objects.filter(pk=job_id, status=JobStatus.QUEUED).update(status=JobStatus.RUNNING)

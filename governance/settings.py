@@ -221,18 +221,54 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "traces.compute_analytics": {"queue": "analysis"},
+    "traces.derive_pending_sweep": {"queue": "maintenance"},
     "qualification.load_trials": {"queue": "ingest"},
     "traces.*": {"queue": "ingest"},
     "qualification.*": {"queue": "analysis"},
     "contextfiles.*": {"queue": "analysis"},
     "artifacts.*": {"queue": "maintenance"},
+    "governance.*": {"queue": "maintenance"},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict = {}
+# Redis cannot tell a running task from a lost one: it delivers a message again once it has
+# gone unacknowledged for the visibility timeout. Tasks acknowledge late (when they end, so
+# that a killed worker's task is not lost), so the timeout must exceed the longest task time
+# limit (traces.ingest_uploads: 4 h), or a healthy long task would be handed to a second
+# worker while it runs (a test checks every task's limit). The price: the broker gives back
+# the message of a worker killed mid-task only after 5 h; the stale-job sweep below requeues
+# its job within minutes.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 5 * 3600}
+
+# A running job writes Job.heartbeat_at every GOVERNANCE_JOB_HEARTBEAT_SECONDS. The beat task
+# governance.requeue_stale_jobs (every minute) requeues a job silent for longer than
+# GOVERNANCE_JOB_STALE_SECONDS (its worker was killed), until it has started
+# GOVERNANCE_JOB_MAX_ATTEMPTS times; then it fails it with the reason. Every 5 minutes,
+# traces.derive_pending_sweep queues the derive step of sessions a killed worker left marked.
+GOVERNANCE_JOB_HEARTBEAT_SECONDS = env_int("GOVERNANCE_JOB_HEARTBEAT_SECONDS", 15)
+GOVERNANCE_JOB_STALE_SECONDS = env_int("GOVERNANCE_JOB_STALE_SECONDS", 120)
+GOVERNANCE_JOB_MAX_ATTEMPTS = env_int("GOVERNANCE_JOB_MAX_ATTEMPTS", 3)
+if GOVERNANCE_JOB_STALE_SECONDS < 2 * GOVERNANCE_JOB_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        "GOVERNANCE_JOB_STALE_SECONDS must be at least twice GOVERNANCE_JOB_HEARTBEAT_SECONDS, "
+        "or a live job whose heartbeat is a little late would be run a second time"
+    )
+CELERY_BEAT_SCHEDULE = {
+    "governance.requeue_stale_jobs": {
+        "task": "governance.requeue_stale_jobs",
+        "schedule": 60.0,
+        # Sweeps missed while no worker consumed are not worth running late, one after another.
+        "options": {"expires": 55},
+    },
+    "traces.derive_pending_sweep": {
+        "task": "traces.derive_pending_sweep",
+        "schedule": 300.0,
+        "options": {"expires": 290},
+    },
+}
 
 _cache_url = os.environ.get("CACHE_URL", "")
 if _cache_url.startswith("redis"):

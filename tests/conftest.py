@@ -238,3 +238,62 @@ def celery_worker(transactional_db):
         queues=["default", "ingest", "analysis", "maintenance"],
     ):
         yield
+
+
+@pytest.fixture
+def worker_process(transactional_db, settings, tmp_path):
+    """Start real `celery worker` processes (prefork) on the test database and broker.
+
+    `start(name, **env)` returns the Popen of a worker that runs in a process group of its
+    own, so that a test can kill the whole worker (main process and pool) with
+    `os.killpg(process.pid, signal.SIGKILL)`. Workers still running at the end are stopped
+    warmly; `process.log` is the path of the worker's output."""
+    import signal
+    import subprocess
+    import sys
+    from urllib.parse import quote
+
+    database = settings.DATABASES["default"]
+    url = (
+        f"postgres://{quote(database['USER'] or '')}:{quote(database['PASSWORD'] or '')}@"
+        f"{database['HOST'] or 'localhost'}:{database['PORT'] or 5432}/{quote(database['NAME'])}"
+    )
+    command = [sys.executable, "-m", "celery", "-A", "governance", "worker", "--pool=prefork",
+               "--concurrency=1", "--queues=default,ingest,analysis,maintenance",
+               "--without-mingle", "--without-gossip", "--loglevel=INFO"]  # fmt: skip
+    started = []
+
+    def start(name: str, **env: str):
+        log = tmp_path / f"worker-{name}.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                [*command, f"--hostname={name}@%h"],
+                cwd=settings.BASE_DIR,
+                env={
+                    **os.environ,
+                    "DATABASE_URL": url,
+                    "GOVERNANCE_MEDIA_ROOT": str(settings.MEDIA_ROOT),
+                    **env,
+                },
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        process.log = log
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    # A killed worker's message stays unacknowledged in Redis until the visibility timeout,
+    # then comes back: by then its job id may name another test's job.
+    with celery_app.connection_for_write() as broker:
+        channel = broker.default_channel
+        channel.client.delete(channel.unacked_key, channel.unacked_index_key)

@@ -2,6 +2,11 @@
 sizes, file touches, agent and session totals. Runs under a row lock on the session so
 that two workers finishing files of the same session do not interleave.
 
+Deriving a session clears its `needs_derive` mark in the same transaction, under that
+lock: a worker killed mid-derive leaves the mark, and a loader that marks a session after
+its calls commit waits for the lock, so its mark is never cleared by a derive that could
+not see those calls.
+
 Runs keep their ids across re-derivation (they are upserted by agent and index), because
 specifications and annotations link to them; file touches are rebuilt.
 """
@@ -201,7 +206,7 @@ SESSION_UPDATED = (
     "cache_read_tokens", "output_tokens", "max_context", "started_at", "ended_at", "model_names",
 )  # fmt: skip
 SESSION_SQL = (
-    "UPDATE traces_session SET "  # noqa: S608 (column names are the constants above)
+    "UPDATE traces_session SET needs_derive = false, "  # noqa: S608 (constant column names)
     + ", ".join(f"{column} = %s" for column in SESSION_UPDATED)
     + " WHERE id = %s"
 )
@@ -239,7 +244,9 @@ class _Writes:
             return
         for *values, pk in self.sessions:  # let the ORM store dates the way it reads them
             values[-1] = orjson.loads(values[-1])
-            Session.objects.filter(pk=pk).update(**dict(zip(SESSION_UPDATED, values, strict=True)))
+            Session.objects.filter(pk=pk).update(
+                needs_derive=False, **dict(zip(SESSION_UPDATED, values, strict=True))
+            )
 
 
 def _derive(

@@ -917,8 +917,9 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
             loader.feed(record)
         touched = loader.finish()
         if touched:
-            if touched - loader.created_sessions:
-                _sessions_mark(touched - loader.created_sessions, needs_derive=True)
+            # Sessions this request created too: a derive run may have cleared the mark
+            # they were created with before these calls committed.
+            _sessions_mark(touched)
             workspace_id = workspace.pk
             transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
     # One audit row per stored request, with its counts (not one per span or call).
@@ -945,14 +946,18 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
 DERIVE_DEBOUNCE_SECONDS = 2
 
 
-def _sessions_mark(ids, *, needs_derive: bool) -> None:
-    """Set the mark, locking the rows in id order as the derive step does, so that the
-    two cannot deadlock over sessions they both hold."""
+def _sessions_mark(ids) -> None:
+    """Mark sessions whose new calls have committed as needing the derive step.
+
+    Every row is locked, in id order as the derive step locks them (so the two cannot
+    deadlock), even one that reads as marked already: a derive holding it may be about to
+    clear the mark without having seen these calls; once it commits, the mark is set
+    again."""
     with transaction.atomic():
         locked = Session.objects.filter(pk__in=ids).order_by("pk").select_for_update(no_key=True)
-        Session.objects.filter(pk__in=list(locked.values_list("pk", flat=True))).update(
-            needs_derive=needs_derive
-        )
+        unmarked = [pk for pk, marked in locked.values_list("pk", "needs_derive") if not marked]
+        if unmarked:
+            Session.objects.filter(pk__in=unmarked).update(needs_derive=True)
 
 
 def derive_pending_queue(*, workspace_id: int) -> None:
@@ -965,6 +970,18 @@ def derive_pending_queue(*, workspace_id: int) -> None:
 
     if cache.add(f"traces:derive-pending:{workspace_id}", 1, timeout=DERIVE_DEBOUNCE_SECONDS):
         derive_pending.apply_async(args=[workspace_id], countdown=DERIVE_DEBOUNCE_SECONDS)
+
+
+def derive_pending_queue_all() -> list[int]:
+    """Queue the derive step of every workspace that has sessions still marked; returns
+    their ids. A worker killed mid-derive leaves its sessions marked, and its message comes
+    back from the broker only after the visibility timeout: this runs them sooner."""
+    workspace_ids = sorted(
+        Session.objects.filter(needs_derive=True).values_list("workspace_id", flat=True).distinct()
+    )
+    for workspace_id in workspace_ids:
+        derive_pending_queue(workspace_id=workspace_id)
+    return workspace_ids
 
 
 def derive_pending_run(*, workspace_id: int, limit: int = 2000) -> int:
@@ -981,8 +998,7 @@ def derive_pending_run(*, workspace_id: int, limit: int = 2000) -> int:
     )
     if not ids:
         return 0
-    # Clear the mark first: calls that arrive while deriving mark the session again.
-    _sessions_mark(ids, needs_derive=False)
+    # The derive step clears each mark in the transaction that derives the session.
     sessions_derive_run(workspace_id=workspace_id, session_ids=ids)
     if len(ids) == limit:
         derive_pending_queue(workspace_id=workspace_id)

@@ -30,3 +30,9 @@ def ingest_uploads(self, job_id: int) -> None:
 @shared_task(name="traces.derive_pending", time_limit=3600, acks_late=True)
 def derive_pending(workspace_id: int) -> None:
     services.derive_pending_run(workspace_id=workspace_id)
+
+
+@shared_task(name="traces.derive_pending_sweep", time_limit=60, acks_late=True)
+def derive_pending_sweep() -> None:
+    """Every 5 minutes (CELERY_BEAT_SCHEDULE): derive what a killed worker left marked."""
+    services.derive_pending_queue_all()

@@ -52,7 +52,8 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "url", "kind", "label", "status", "progress_done", "progress_total",
             "progress_unit", "percent", "counts", "error_count", "errors", "error",
-            "created_by", "created_at", "started_at", "finished_at",
+            "attempts", "attempt_log", "heartbeat_at", "created_by", "created_at", "started_at",
+            "finished_at",
         ]  # fmt: skip
 
     def get_url(self, job) -> str:
