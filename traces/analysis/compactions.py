@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from traces.analysis.costs import CallColumns, agent_starts, step_deltas
-from traces.analysis.cycle import CycleParams, optimum
+from traces.analysis.cycle import CycleInputError, CycleParams, optimum
 
 MIN_COMPACTIONS = 10
 PENALTY_WINDOW = 25
@@ -259,6 +259,34 @@ def _bootstrap_grouped_median(
     return out
 
 
+def _unmeasurable(result: CycleParameters, upper_from: int) -> list[str]:
+    """Why measured values the model cannot take are refused: a median P below zero (the
+    calls after a compaction took in less than the agent's usual growth), D or S not
+    above zero, or any value beyond the model's bounds."""
+    reasons = []
+    p, d, s = result.penalty_steps, result.growth_per_step, result.post_compaction
+    if p.value is not None and p.value < 0 and p.n >= MIN_COMPACTIONS:
+        reasons.append(
+            "P is not measurable: no excess ingestion after compactions (the median over "
+            f"{p.n:,} compactions is {p.value:,.1f} steps: the steps after a compaction took "
+            "in less context than the agent's usual growth)."
+        )
+    if d.value is not None and d.value <= 0 and d.n >= 50:
+        reasons.append(
+            f"D is not measurable: context does not grow from {upper_from:,} tokens up "
+            f"(median {d.value:,.0f} tokens per step over {d.n:,} steps)."
+        )
+    if s.value is not None and s.value <= 0:
+        reasons.append("S is not measurable: no compaction records a context after it.")
+    if reasons or result.reasons or any(v.value is None for v in (p, d, s, result.summary)):
+        return reasons
+    try:
+        CycleParams(s.value, d.value, result.summary.value, p.value).validate()
+    except CycleInputError as exc:
+        reasons.append(f"The measured values are outside the cycle model's range: {exc}")
+    return reasons
+
+
 def cycle_parameters(
     cols: CallColumns,
     comp: CompactionColumns,
@@ -371,6 +399,7 @@ def cycle_parameters(
         bootstrap_d=b_d,
         bootstrap_rule=bootstrap_rule(requested),
     )
+    result.reasons.extend(_unmeasurable(result, upper_from))
     if result.usable:
         params = result.params()
         result.optimum_threshold = optimum(params)
