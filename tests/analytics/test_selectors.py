@@ -88,3 +88,22 @@ def test_the_two_days_partition_calls_compactions_and_touches(corpus, workspace)
     # From DAY_2 on (open end) equals DAY_2 alone: the start bound includes its whole day.
     after = load(workspace, AnalyticsFilters(started_after=DAY_2.isoformat()))
     assert len(after.calls) == len(days[1].calls)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "matches"),
+    [
+        ("project", "web_app", [0]),  # any case; "_" is literal
+        ("project", "WEB-APP", [1]),
+        ("project", "100%", [2]),  # "%" is literal
+        ("project", "\\dev", [3]),  # the escape character is literal
+        ("model", "OPUS", [0, 2]),
+        ("model", "opus-4_1", []),
+    ],
+)
+def test_text_filters_match_the_sessions_list(named_sessions, workspace, field, value, matches):
+    """Case-insensitive, with %, _ and \\ literal, on SQLite and PostgreSQL alike."""
+    data = load(workspace, AnalyticsFilters(**{field: value}))
+    assert sorted(set(data.call_session.tolist())) == sorted(named_sessions[i].pk for i in matches)
+    expected_calls = Call.objects.filter(session__in=[named_sessions[i] for i in matches]).count()
+    assert len(data.calls) == expected_calls

@@ -15,6 +15,8 @@ import numpy as np
 import orjson
 import pandas as pd
 from django.db import connection
+from django.db.models import F, FloatField, QuerySet
+from django.db.models.expressions import RawSQL
 
 from governance.models import Job, JobStatus, Workspace
 from traces.analysis.compactions import CompactionColumns
@@ -22,6 +24,8 @@ from traces.analysis.costs import CallColumns
 from traces.analysis.coverage import TouchColumns
 from traces.analysis.incidents import AgentRow
 from traces.analytics.models import AnalyticsResult
+from traces.filters import text_contains
+from traces.models import Call, Session
 
 JOB_KIND = "trace_analytics"
 FILTER_FIELDS = ("started_after", "started_before", "harness", "model", "project", "task_type")
@@ -57,41 +61,29 @@ class AnalyticsFilters:
         return "; ".join(parts) if parts else "all traces"
 
 
-def _where(workspace: Workspace, filters: AnalyticsFilters, alias: str = "c") -> tuple[str, list]:
-    clauses = [f"{alias}.workspace_id = %s"]
-    params: list = [workspace.pk]
+def _day(value: str) -> datetime:
+    """The start of a YYYY-MM-DD date in UTC."""
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+def selected_calls(workspace: Workspace, filters: AnalyticsFilters) -> QuerySet[Call]:
+    """The calls the filters select; model and project match as on the sessions list
+    (`traces.filters.text_contains`), dates are the call's UTC date."""
+    calls = Call.objects.filter(workspace=workspace)
     if filters.started_after:
-        clauses.append(f"{alias}.timestamp >= %s")
-        # SQLite stores naive UTC text ("2026-10-01 08:00:00.1"), compared as strings: the
-        # bound must share that shape ("…T00:00…" sorts after every time of that day).
-        params.append(
-            f"{filters.started_after}T00:00:00+00:00"
-            if connection.vendor == "postgresql"
-            else f"{filters.started_after} 00:00:00"
-        )
+        calls = calls.filter(timestamp__gte=_day(filters.started_after))
     if filters.started_before:
-        clauses.append(
-            f"{alias}.timestamp < %s::date + 1"
-            if connection.vendor == "postgresql"
-            else f"{alias}.timestamp < date(%s, '+1 day')"
-        )
-        params.append(filters.started_before)
+        calls = calls.filter(timestamp__lt=_day(filters.started_before) + timedelta(days=1))
     if filters.model:
-        clauses.append(f"{alias}.model LIKE %s")
-        params.append(f"%{filters.model}%")
+        calls = calls.filter(text_contains("model", filters.model))
     if filters.harness or filters.project:
-        session_clauses, session_params = [], []
+        sessions = Session.objects.filter(workspace=workspace)
         if filters.harness:
-            session_clauses.append("s.harness = %s")
-            session_params.append(filters.harness)
+            sessions = sessions.filter(harness=filters.harness)
         if filters.project:
-            session_clauses.append("s.project LIKE %s")
-            session_params.append(f"%{filters.project}%")
-        clauses.append(
-            f"{alias}.session_id IN (SELECT s.id FROM traces_session s WHERE s.workspace_id = %s AND {' AND '.join(session_clauses)})"
-        )
-        params.extend([workspace.pk, *session_params])
-    return " AND ".join(clauses), params
+            sessions = sessions.filter(text_contains("project", filters.project))
+        calls = calls.filter(session_id__in=sessions.values("id"))
+    return calls.order_by()
 
 
 def _frame(sql: str, params: list, columns: list[str]) -> pd.DataFrame:
@@ -129,13 +121,22 @@ def _epoch_sql(column: str) -> str:
 
 
 def load(workspace: Workspace, filters: AnalyticsFilters) -> AnalyticsData:
-    where, params = _where(workspace, filters)
+    columns = selected_calls(workspace, filters).values_list(
+        "agent_id",
+        "agent_index",
+        "session_index",
+        "session_id",
+        "context_tokens",
+        F("input_tokens")
+        + F("cache_creation_tokens")
+        + F("cache_read_tokens")
+        + F("output_tokens"),
+        "output_tokens",
+        # A constant per database vendor, with no input in it.
+        RawSQL(_epoch_sql('"traces_call"."timestamp"'), [], output_field=FloatField()),  # noqa: S611
+    )
     calls = _frame(
-        f"SELECT c.agent_id, c.agent_index, c.session_index, c.session_id, c.context_tokens, "
-        f"c.input_tokens + c.cache_creation_tokens + c.cache_read_tokens + c.output_tokens, c.output_tokens, "
-        f"{_epoch_sql('c.timestamp')} "
-        f"FROM traces_call c WHERE {where}",
-        params,
+        *columns.query.sql_with_params(),
         [
             "agent",
             "position",
