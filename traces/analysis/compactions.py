@@ -224,6 +224,14 @@ def _percentile_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, floa
     return float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail))
 
 
+def _resampled_medians(values: np.ndarray, idx: np.ndarray, rows: int = 25) -> np.ndarray:
+    """nanmedian of `values[idx]` per replicate (row of `idx`), a few rows at a time: the
+    resampled matrix is never held whole (it is as large as `idx`, up to 32 MB)."""
+    return np.concatenate(
+        [np.nanmedian(values[idx[i : i + rows]], axis=1) for i in range(0, len(idx), rows)]
+    )
+
+
 def _bootstrap_median(values: np.ndarray, rng: np.random.Generator, b: int) -> np.ndarray:
     """Medians of b resamples, computed as one matrix (vectorised)."""
     if len(values) == 0:
@@ -347,14 +355,14 @@ def cycle_parameters(
     # is dropped from the interval, so numpy's "All-NaN slice" warning is expected here.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        s_reps = np.nanmedian(post[idx], axis=1) if idx is not None else np.full(b, np.nan)
+        s_reps = _resampled_medians(post, idx) if idx is not None else np.full(b, np.nan)
         summ_reps = (
-            np.nanmedian(summary[idx], axis=1)
+            _resampled_medians(summary, idx)
             if idx is not None and np.isfinite(summary).any()
             else np.full(b, np.nan)
         )
         p_reps = (
-            np.nanmedian(penalties[idx], axis=1)
+            _resampled_medians(penalties, idx)
             if idx is not None and len(usable_p)
             else np.full(b, np.nan)
         )

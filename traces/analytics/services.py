@@ -205,17 +205,7 @@ def _steps(data) -> dict:
 
 def _incidents(data, filters: AnalyticsFilters):
     cols = data.calls
-    days = np.array(
-        [
-            d.strftime("%Y-%m-%d")
-            for d in (
-                np.asarray(cols.timestamp, dtype="datetime64[s]").astype(object)
-                if len(cols)
-                else []
-            )
-        ],
-        dtype=object,
-    )
+    days = cols.timestamp.astype("datetime64[s]").astype("datetime64[D]")  # UTC dates
     return incidents(
         cols.agent, days, cols.billed.astype(np.float64), data.agents, fork_bound=filters.fork_bound
     )
