@@ -65,7 +65,9 @@ class _Session:
         rng = self.rng
         number = self.count
         message_id = f"msg_01{self.session_id[:8]}{number:010d}"
-        request_id = None if rng.random() < no_request_id else f"req_01{self.session_id[:8]}{number:010d}"
+        request_id = (
+            None if rng.random() < no_request_id else f"req_01{self.session_id[:8]}{number:010d}"
+        )
         context += rng.randint(200, 3000)
         final = rng.randint(20, 2500)
         parts = rng.randint(*blocks)
@@ -80,7 +82,9 @@ class _Session:
             else:
                 tool_id = f"toolu_01{self.session_id[:6]}{number:08d}{part}"
                 path = f"/home/dev/service/src/mod_{rng.randint(0, 60)}.py"
-                content = [{"type": "tool_use", "id": tool_id, "name": name, "input": {"file_path": path}}]
+                content = [
+                    {"type": "tool_use", "id": tool_id, "name": name, "input": {"file_path": path}}
+                ]
                 pending_results.append(tool_id)
             line = self.base("assistant", last, sidechain=sidechain, agent=agent)
             if request_id:
@@ -107,7 +111,13 @@ class _Session:
         line = self.base("user", parent, sidechain=sidechain)
         line["message"] = {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": "    def handle(self):\n" * 12}],
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": tool_id,
+                    "content": "    def handle(self):\n" * 12,
+                }
+            ],
         }
         out.append(line)
         return line["uuid"]
@@ -150,7 +160,9 @@ def write_shape_b(root: Path, *, sessions: int = 100, calls: int = 1000, seed: i
                 }  # fmt: skip
                 lines.append(step)
                 made += 1
-                side = session.prompt(f"Survey the callers ({made - 1}).", None, sidechain=True, agent=agent)
+                side = session.prompt(
+                    f"Survey the callers ({made - 1}).", None, sidechain=True, agent=agent
+                )
                 lines.append(side)
                 side_last, side_context = side["uuid"], 14_000
                 for _ in range(min(rng.randint(5, 40), max(0, calls - made))):
@@ -193,16 +205,26 @@ def write_shape_c(root: Path, *, sessions: int = 100, files: int = 3000, seed: i
         info["files"] += 1
         for _ in range(per_session):
             agent = f"{rng.getrandbits(64):016x}"
-            sub = [session.prompt("Find where the limit is read.", None, sidechain=True, agent=agent)]
+            sub = [
+                session.prompt("Find where the limit is read.", None, sidechain=True, agent=agent)
+            ]
             sub_last, sub_context = sub[0]["uuid"], 12_000
             for _ in range(rng.randint(5, 40)):
                 sub_last, sub_context = session.call(
-                    sub, sub_last, sub_context, sidechain=True, agent=agent, blocks=(1, 3), name="Grep"
+                    sub,
+                    sub_last,
+                    sub_context,
+                    sidechain=True,
+                    agent=agent,
+                    blocks=(1, 3),
+                    name="Grep",
                 )
             folder = project / session.session_id / "subagents"
             info["bytes"] += _write(folder / f"agent-{agent}.jsonl", sub)
             (folder / f"agent-{agent}.meta.json").write_bytes(
-                orjson.dumps({"agentType": "Explore", "description": "Find the limit", "toolUseId": ""})
+                orjson.dumps(
+                    {"agentType": "Explore", "description": "Find the limit", "toolUseId": ""}
+                )
             )
             info["lines"] += len(sub)
             info["files"] += 1

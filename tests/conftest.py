@@ -297,3 +297,41 @@ def worker_process(transactional_db, settings, tmp_path):
     with celery_app.connection_for_write() as broker:
         channel = broker.default_channel
         channel.client.delete(channel.unacked_key, channel.unacked_index_key)
+
+
+# --- text filters ---------------------------------------------------------------
+
+# Projects and models whose names hold what LIKE treats specially (%, _ and the escape
+# character \) and mixed case, for the filters shared by the sessions list and analytics.
+FILTER_PROJECTS = (
+    "/home/dev/Web_App",
+    "/home/dev/web-app",
+    "/srv/100%-done",
+    "C:\\Users\\dev\\100x-done",
+)
+FILTER_MODELS = ("claude-Opus-4-1", "claude-sonnet-4-5")
+
+
+@pytest.fixture
+def named_sessions(workspace, run_on_commit):
+    """Four ingested sessions: project FILTER_PROJECTS[i], model FILTER_MODELS[i % 2].
+    Returns the Session rows in that order."""
+    from traces.models import Session
+    from traces.services import ingest_bytes
+    from traces.synthetic import CorpusParams, generate_corpus
+
+    params = CorpusParams(
+        sessions=4, seed=3, steps_per_session=(20, 30), subagents_per_session=(1, 1),
+        projects=FILTER_PROJECTS, models=FILTER_MODELS,
+    )  # fmt: skip
+    with run_on_commit():
+        for generated in generate_corpus(params):
+            ingest_bytes(
+                workspace=workspace,
+                name=f"{generated.session_id}.jsonl",
+                data=b"\n".join(generated.lines) + b"\n",
+                source="demo",
+                refresh_analytics=False,
+            )
+    by_project = {s.project: s for s in Session.objects.filter(workspace=workspace)}
+    return [by_project[project] for project in FILTER_PROJECTS]

@@ -2,6 +2,7 @@
 
 from datetime import date
 
+import numpy as np
 import pytest
 
 from traces.analytics.selectors import AnalyticsFilters, load
@@ -88,3 +89,46 @@ def test_the_two_days_partition_calls_compactions_and_touches(corpus, workspace)
     # From DAY_2 on (open end) equals DAY_2 alone: the start bound includes its whole day.
     after = load(workspace, AnalyticsFilters(started_after=DAY_2.isoformat()))
     assert len(after.calls) == len(days[1].calls)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "matches"),
+    [
+        ("project", "web_app", [0]),  # any case; "_" is literal
+        ("project", "WEB-APP", [1]),
+        ("project", "100%", [2]),  # "%" is literal
+        ("project", "\\dev", [3]),  # the escape character is literal
+        ("model", "OPUS", [0, 2]),
+        ("model", "opus-4_1", []),
+    ],
+)
+def test_text_filters_match_the_sessions_list(named_sessions, workspace, field, value, matches):
+    """Case-insensitive, with %, _ and \\ literal, on SQLite and PostgreSQL alike."""
+    data = load(workspace, AnalyticsFilters(**{field: value}))
+    assert sorted(set(data.call_session.tolist())) == sorted(named_sessions[i].pk for i in matches)
+    expected_calls = Call.objects.filter(session__in=[named_sessions[i] for i in matches]).count()
+    assert len(data.calls) == expected_calls
+
+
+@pytest.mark.postgres
+def test_columns_streamed_in_many_blocks_equal_one_block(corpus, workspace, monkeypatch):
+    """COPY text is parsed a block at a time; block edges must not change any column."""
+    from dataclasses import fields
+
+    from traces.analytics import selectors
+
+    corpus(sessions=3)
+    filters = AnalyticsFilters(started_after=DAY_1.isoformat(), model="SONNET")
+    whole = load(workspace, filters)
+    monkeypatch.setattr(selectors, "COPY_BLOCK_BYTES", 1_000)  # dozens of blocks per table
+    blocks = load(workspace, filters)
+    assert len(whole.calls) > 300 and len(whole.touches.agent) > 100
+    for name in ("calls", "compactions", "touches"):
+        for column in fields(getattr(whole, name)):
+            expected = getattr(getattr(whole, name), column.name)
+            got = getattr(getattr(blocks, name), column.name)
+            same = np.array_equal(got, expected, equal_nan=expected.dtype.kind == "f")
+            assert got.dtype == expected.dtype and same, (name, column)
+    assert np.array_equal(blocks.call_session, whole.call_session)
+    assert np.array_equal(blocks.call_task_type, whole.call_task_type)
+    assert blocks.agents == whole.agents

@@ -222,3 +222,39 @@ def test_cli_json_summary(tmp_path, workspace, shared_fixtures):
         stdout=again,
     )
     assert json.loads(again.getvalue())["calls"] == 0
+
+
+# (query, indices into the named_sessions fixture that match it)
+TEXT_FILTER_CASES = [
+    ("project=web_app", [0]),  # any case; "_" is literal, so web-app does not match
+    ("project=WEB-APP", [1]),
+    ("project=100%25", [2]),  # "%" is literal: 100x-done does not match
+    ("project=%5Cdev", [3]),  # the escape character itself is literal
+    ("model=OPUS", [0, 2]),
+    ("model=Sonnet-4", [1, 3]),
+    ("model=opus-4_1", []),  # "_" is literal
+    ("model=100%25", []),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "matches"), TEXT_FILTER_CASES, ids=[q for q, _ in TEXT_FILTER_CASES]
+)
+def test_text_filters_are_case_insensitive_and_literal(api_for, named_sessions, query, matches):
+    """The same answers on SQLite and PostgreSQL (run with and without DATABASE_URL)."""
+    body = api_for("viewer").get(f"/api/v1/sessions/?{query}").json()
+    assert sorted(s["id"] for s in body["results"]) == sorted(named_sessions[i].pk for i in matches)
+
+
+def test_the_model_filter_reads_the_models_kept_per_session(api_for, named_sessions):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    assert named_sessions[0].model_names == ["claude-Opus-4-1"]
+    api = api_for("viewer")
+    with CaptureQueriesContext(connection) as queries:
+        body = api.get("/api/v1/sessions/?model=opus").json()
+    assert sorted(s["id"] for s in body["results"]) == [named_sessions[0].pk, named_sessions[2].pk]
+    sessions_sql = [q["sql"] for q in queries if "traces_session" in q["sql"]]
+    assert sessions_sql and not [sql for sql in sessions_sql if "traces_call" in sql]
+    assert api.get("/api/v1/sessions/?model=gpt").json()["count"] == 0

@@ -165,3 +165,15 @@ def test_a_subagent_description_is_plain_text_in_the_timeline(
     assert '&lt;a href="https://evil.example"&gt;click&lt;/a&gt; %{y}' in names
     assert all("evil" not in t.get("hovertemplate", "") for t in traces)
     assert "<extra>%{fullData.name}</extra>" in traces[0]["hovertemplate"]
+
+
+def test_the_sessions_page_filters_text_case_insensitively_and_literally(
+    client_for, workspace, named_sessions
+):
+    client = client_for("viewer")
+    page = client.get(f"/w/{workspace.slug}/traces/?project=web_app&model=OPUS").content.decode()
+    assert named_sessions[0].external_id[:12] in page
+    assert all(s.external_id[:12] not in page for s in named_sessions[1:])
+    page = client.get(f"/w/{workspace.slug}/traces/?project=100%25").content.decode()
+    shown = [s for s in named_sessions if s.external_id[:12] in page]
+    assert shown == [named_sessions[2]]

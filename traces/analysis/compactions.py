@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from traces.analysis.costs import CallColumns, agent_starts, step_deltas
-from traces.analysis.cycle import CycleParams, optimum
+from traces.analysis.cycle import CycleInputError, CycleParams, optimum
 
 MIN_COMPACTIONS = 10
 PENALTY_WINDOW = 25
@@ -224,6 +224,14 @@ def _percentile_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, floa
     return float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail))
 
 
+def _resampled_medians(values: np.ndarray, idx: np.ndarray, rows: int = 25) -> np.ndarray:
+    """nanmedian of `values[idx]` per replicate (row of `idx`), a few rows at a time: the
+    resampled matrix is never held whole (it is as large as `idx`, up to 32 MB)."""
+    return np.concatenate(
+        [np.nanmedian(values[idx[i : i + rows]], axis=1) for i in range(0, len(idx), rows)]
+    )
+
+
 def _bootstrap_median(values: np.ndarray, rng: np.random.Generator, b: int) -> np.ndarray:
     """Medians of b resamples, computed as one matrix (vectorised)."""
     if len(values) == 0:
@@ -257,6 +265,34 @@ def _bootstrap_grouped_median(
         sample = values[index] if keep is None else values[index[keep]]
         out[i] = np.median(sample)
     return out
+
+
+def _unmeasurable(result: CycleParameters, upper_from: int) -> list[str]:
+    """Why measured values the model cannot take are refused: a median P below zero (the
+    calls after a compaction took in less than the agent's usual growth), D or S not
+    above zero, or any value beyond the model's bounds."""
+    reasons = []
+    p, d, s = result.penalty_steps, result.growth_per_step, result.post_compaction
+    if p.value is not None and p.value < 0 and p.n >= MIN_COMPACTIONS:
+        reasons.append(
+            "P is not measurable: no excess ingestion after compactions (the median over "
+            f"{p.n:,} compactions is {p.value:,.1f} steps: the steps after a compaction took "
+            "in less context than the agent's usual growth)."
+        )
+    if d.value is not None and d.value <= 0 and d.n >= 50:
+        reasons.append(
+            f"D is not measurable: context does not grow from {upper_from:,} tokens up "
+            f"(median {d.value:,.0f} tokens per step over {d.n:,} steps)."
+        )
+    if s.value is not None and s.value <= 0:
+        reasons.append("S is not measurable: no compaction records a context after it.")
+    if reasons or result.reasons or any(v.value is None for v in (p, d, s, result.summary)):
+        return reasons
+    try:
+        CycleParams(s.value, d.value, result.summary.value, p.value).validate()
+    except CycleInputError as exc:
+        reasons.append(f"The measured values are outside the cycle model's range: {exc}")
+    return reasons
 
 
 def cycle_parameters(
@@ -319,14 +355,14 @@ def cycle_parameters(
     # is dropped from the interval, so numpy's "All-NaN slice" warning is expected here.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        s_reps = np.nanmedian(post[idx], axis=1) if idx is not None else np.full(b, np.nan)
+        s_reps = _resampled_medians(post, idx) if idx is not None else np.full(b, np.nan)
         summ_reps = (
-            np.nanmedian(summary[idx], axis=1)
+            _resampled_medians(summary, idx)
             if idx is not None and np.isfinite(summary).any()
             else np.full(b, np.nan)
         )
         p_reps = (
-            np.nanmedian(penalties[idx], axis=1)
+            _resampled_medians(penalties, idx)
             if idx is not None and len(usable_p)
             else np.full(b, np.nan)
         )
@@ -371,6 +407,7 @@ def cycle_parameters(
         bootstrap_d=b_d,
         bootstrap_rule=bootstrap_rule(requested),
     )
+    result.reasons.extend(_unmeasurable(result, upper_from))
     if result.usable:
         params = result.params()
         result.optimum_threshold = optimum(params)

@@ -60,46 +60,45 @@ def incidents(
         return Incidents(
             [], [], [], None, None, [], fork_bound, 0.0, 0, "No tokens in this selection."
         )
-    days = sorted(set(day.tolist()))
-    day_index = {d: i for i, d in enumerate(days)}
-    day_codes = np.array([day_index[d] for d in day.tolist()])
-    per_agent = {}
-    for agent in np.unique(agent_ids):
-        mask = agent_ids == agent
-        per_agent[int(agent)] = np.bincount(
-            day_codes[mask], weights=billed[mask], minlength=len(days)
-        )
+    day_labels, day_codes = np.unique(day, return_inverse=True)
+    days = [str(d) for d in day_labels]
+    agent_list, agent_codes = np.unique(agent_ids, return_inverse=True)
+    agent_tokens = np.bincount(agent_codes, weights=billed, minlength=len(agent_list))
+    tokens_of = dict(zip(agent_list.tolist(), agent_tokens.tolist(), strict=True))
     forked = [
         {**asdict(row), "share": row.tokens / total}
         for row in sorted(agents.values(), key=lambda r: -r.initial_context)
-        if row.kind != "main" and row.initial_context > fork_bound and row.agent in per_agent
+        if row.kind != "main" and row.initial_context > fork_bound and row.agent in tokens_of
     ]
-    if len(per_agent) < min_agents:
+    if len(tokens_of) < min_agents:
         return Incidents(
-            [], [], [], None, None, forked, fork_bound, total, len(per_agent),
-            f"Only {len(per_agent)} agent{'' if len(per_agent) == 1 else 's'} (fewer than {min_agents}): too few to say who "
+            [], [], [], None, None, forked, fork_bound, total, len(tokens_of),
+            f"Only {len(tokens_of)} agent{'' if len(tokens_of) == 1 else 's'} (fewer than {min_agents}): too few to say who "
             "dominated the spend; tokens per day and the top consumers' and subagents' "
             "shares are not drawn.",
         )  # fmt: skip
-    ranked = sorted(per_agent, key=lambda a: -per_agent[a].sum())
-    top_ids = ranked[:top_n]
+    # Largest first; ties in agent order.
+    top_codes = np.argsort(-agent_tokens, kind="stable")[:top_n]
     top = []
-    for agent in top_ids:
+    for code in top_codes.tolist():
+        agent = int(agent_list[code])
         row = agents.get(agent)
-        tokens = float(per_agent[agent].sum())
+        mask = agent_codes == code
+        per_day = np.bincount(day_codes[mask], weights=billed[mask], minlength=len(days))
+        tokens = float(agent_tokens[code])
         top.append(
             {
                 **(asdict(row) if row else {"agent": agent}),
                 "tokens": tokens,
                 "share": tokens / total,
-                "per_day": per_agent[agent].tolist(),
+                "per_day": per_day.tolist(),
             }
         )
     subagent_tokens = sum(
-        per_agent[a].sum() for a in per_agent if agents.get(a) and agents[a].kind != "main"
+        tokens for a, tokens in tokens_of.items() if agents.get(a) and agents[a].kind != "main"
     )
     # When every agent is in the top list its share is 100% by construction: not reported.
-    whole = len(per_agent) <= top_n
+    whole = len(tokens_of) <= top_n
     return Incidents(
         days=days,
         day_totals=np.bincount(day_codes, weights=billed, minlength=len(days)).tolist(),
@@ -109,8 +108,8 @@ def incidents(
         forked=forked,
         fork_bound=fork_bound,
         total_tokens=total,
-        agents=len(per_agent),
-        top_share_note=f"all {len(per_agent)} agents are listed, so a top-{top_n} share is 100% by construction"
+        agents=len(tokens_of),
+        top_share_note=f"all {len(tokens_of)} agents are listed, so a top-{top_n} share is 100% by construction"
         if whole
         else "",
     )

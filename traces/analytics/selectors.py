@@ -15,14 +15,19 @@ import numpy as np
 import orjson
 import pandas as pd
 from django.db import connection
+from django.db.models import F, FloatField, QuerySet
+from django.db.models.expressions import RawSQL
 
-from governance.models import Workspace
+from governance.models import Job, JobStatus, Workspace
 from traces.analysis.compactions import CompactionColumns
 from traces.analysis.costs import CallColumns
 from traces.analysis.coverage import TouchColumns
 from traces.analysis.incidents import AgentRow
 from traces.analytics.models import AnalyticsResult
+from traces.filters import text_contains
+from traces.models import Call, Session
 
+JOB_KIND = "trace_analytics"
 FILTER_FIELDS = ("started_after", "started_before", "harness", "model", "project", "task_type")
 PARAMETER_DEFAULTS = {"band": 25_000, "upper_from": 150_000, "fork_bound": 100_000, "window": 25}
 
@@ -56,59 +61,91 @@ class AnalyticsFilters:
         return "; ".join(parts) if parts else "all traces"
 
 
-def _where(workspace: Workspace, filters: AnalyticsFilters, alias: str = "c") -> tuple[str, list]:
-    clauses = [f"{alias}.workspace_id = %s"]
-    params: list = [workspace.pk]
+def _day(value: str) -> datetime:
+    """The start of a YYYY-MM-DD date in UTC."""
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+def selected_calls(workspace: Workspace, filters: AnalyticsFilters) -> QuerySet[Call]:
+    """The calls the filters select; model and project match as on the sessions list
+    (`traces.filters.text_contains`), dates are the call's UTC date."""
+    calls = Call.objects.filter(workspace=workspace)
     if filters.started_after:
-        clauses.append(f"{alias}.timestamp >= %s")
-        # SQLite stores naive UTC text ("2026-10-01 08:00:00.1"), compared as strings: the
-        # bound must share that shape ("…T00:00…" sorts after every time of that day).
-        params.append(
-            f"{filters.started_after}T00:00:00+00:00"
-            if connection.vendor == "postgresql"
-            else f"{filters.started_after} 00:00:00"
-        )
+        calls = calls.filter(timestamp__gte=_day(filters.started_after))
     if filters.started_before:
-        clauses.append(
-            f"{alias}.timestamp < %s::date + 1"
-            if connection.vendor == "postgresql"
-            else f"{alias}.timestamp < date(%s, '+1 day')"
-        )
-        params.append(filters.started_before)
+        calls = calls.filter(timestamp__lt=_day(filters.started_before) + timedelta(days=1))
     if filters.model:
-        clauses.append(f"{alias}.model LIKE %s")
-        params.append(f"%{filters.model}%")
+        calls = calls.filter(text_contains("model", filters.model))
     if filters.harness or filters.project:
-        session_clauses, session_params = [], []
+        sessions = Session.objects.filter(workspace=workspace)
         if filters.harness:
-            session_clauses.append("s.harness = %s")
-            session_params.append(filters.harness)
+            sessions = sessions.filter(harness=filters.harness)
         if filters.project:
-            session_clauses.append("s.project LIKE %s")
-            session_params.append(f"%{filters.project}%")
-        clauses.append(
-            f"{alias}.session_id IN (SELECT s.id FROM traces_session s WHERE s.workspace_id = %s AND {' AND '.join(session_clauses)})"
-        )
-        params.extend([workspace.pk, *session_params])
-    return " AND ".join(clauses), params
+            sessions = sessions.filter(text_contains("project", filters.project))
+        calls = calls.filter(session_id__in=sessions.values("id"))
+    return calls.order_by()
 
 
-def _frame(sql: str, params: list, columns: list[str]) -> pd.DataFrame:
-    if connection.vendor == "postgresql":
+# CSV parsed at a time while a COPY streams in: a block's text and its parser's buffers
+# are all that is held besides the columns, never the whole table's text.
+COPY_BLOCK_BYTES = 8 << 20
+
+
+def _columns(sql: str, params: list, columns: dict[str, object]) -> dict[str, np.ndarray]:
+    """The query's rows as one numpy array per column; `columns` maps each name to its
+    dtype: a numpy type, `str` for text (an object array, NaN for NULL), or None for a
+    nullable number (float with NaN where NULL)."""
+    names = list(columns)
+    if connection.vendor != "postgresql":
         with connection.cursor() as cursor:
-            query = cursor.cursor.mogrify(sql, params)
-            buffer = io.BytesIO()
-            with cursor.cursor.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)") as copy:
-                for chunk in copy:
-                    buffer.write(chunk)
-        buffer.seek(0)
-        if buffer.getbuffer().nbytes == 0:
-            return pd.DataFrame(columns=columns)
-        return pd.read_csv(buffer, header=None, names=columns, keep_default_na=True)
+            cursor.execute(sql, params)
+            frame = pd.DataFrame(cursor.fetchall(), columns=names)
+        return {name: _array(frame[name], dtype) for name, dtype in columns.items()}
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    dtypes = {name: dtype for name, dtype in columns.items() if dtype is not None}
+
+    def parse(block: list[bytes]) -> None:
+        frame = pd.read_csv(
+            io.BytesIO(b"".join(block)), header=None, names=names, dtype=dtypes, na_filter=True
+        )
+        for name in names:
+            parts[name].append(frame[name].to_numpy())
+
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    return pd.DataFrame(rows, columns=columns)
+        query = cursor.cursor.mogrify(sql, params)
+        with cursor.cursor.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)") as copy:
+            block, size = [], 0
+            for row in copy:  # one message per row
+                block.append(bytes(row))
+                size += len(row)
+                if size >= COPY_BLOCK_BYTES:
+                    parse(block)
+                    block, size = [], 0
+            if block:
+                parse(block)
+    result = {}
+    for name, dtype in columns.items():
+        chunks = parts.pop(name)  # concatenated one column at a time
+        result[name] = (
+            np.concatenate(chunks)
+            if chunks
+            else np.zeros(0, dtype=object if dtype is str else dtype or np.float64)
+        )
+    return result
+
+
+def _array(series: pd.Series, dtype) -> np.ndarray:
+    if dtype is None:
+        return pd.to_numeric(series).to_numpy(dtype=np.float64)
+    return series.to_numpy(dtype=object if dtype is str else dtype)
+
+
+def _frame(sql: str, params: list, columns: list[str], text: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A small table (runs, agents, compactions) as a DataFrame: the `text` columns as
+    text, the others as numbers (float where NULL is possible)."""
+    return pd.DataFrame(
+        _columns(sql, params, {name: str if name in text else None for name in columns})
+    )
 
 
 @dataclass
@@ -127,50 +164,70 @@ def _epoch_sql(column: str) -> str:
     return f"(julianday({column}) - 2440587.5) * 86400.0"
 
 
+CALL_COLUMNS = {
+    "agent": np.int64,
+    "position": np.int64,
+    "session_index": np.int64,
+    "session": np.int64,
+    "context": np.int64,
+    "billed": np.int64,
+    "output": np.int64,
+    "timestamp": np.float64,
+}
+
+
 def load(workspace: Workspace, filters: AnalyticsFilters) -> AnalyticsData:
-    where, params = _where(workspace, filters)
-    calls = _frame(
-        f"SELECT c.agent_id, c.agent_index, c.session_index, c.session_id, c.context_tokens, "
-        f"c.input_tokens + c.cache_creation_tokens + c.cache_read_tokens + c.output_tokens, c.output_tokens, "
-        f"{_epoch_sql('c.timestamp')} "
-        f"FROM traces_call c WHERE {where}",
-        params,
-        [
-            "agent",
-            "position",
-            "session_index",
-            "session",
-            "context",
-            "billed",
-            "output",
-            "timestamp",
-        ],
-    ).sort_values(["agent", "position"], kind="stable")
+    columns = selected_calls(workspace, filters).values_list(
+        "agent_id",
+        "agent_index",
+        "session_index",
+        "session_id",
+        "context_tokens",
+        F("input_tokens")
+        + F("cache_creation_tokens")
+        + F("cache_read_tokens")
+        + F("output_tokens"),
+        "output_tokens",
+        # A constant per database vendor, with no input in it.
+        RawSQL(_epoch_sql('"traces_call"."timestamp"'), [], output_field=FloatField()),  # noqa: S611
+    )
+    calls = _columns(*columns.query.sql_with_params(), CALL_COLUMNS)
+    order = np.lexsort((calls["position"], calls["agent"]))  # by agent, then its calls
+    if not (order[1:] > order[:-1]).all():
+        for name in calls:  # one column at a time: one extra column held, not all of them
+            calls[name] = calls[name][order]
+    del order
     runs = _frame(
         'SELECT r.id, r.agent_id, r.first_call_index, r.last_call_index, r.task_type, r.started_by_id, r."index" '
         "FROM traces_run r WHERE r.workspace_id = %s",
         [workspace.pk],
         ["id", "agent", "first", "last", "task_type", "started_by", "index"],
+        text=("task_type",),
     )
-    agent_ids = calls["agent"].to_numpy(dtype=np.int64)
-    session_positions = calls["session_index"].to_numpy(dtype=np.int64)
-    run_ids, task_types = _runs_for_calls(agent_ids, session_positions, runs)
-    keep = np.ones(len(calls), dtype=bool)
+    session_positions = calls["session_index"]
+    run_ids, task_types = _runs_for_calls(calls["agent"], session_positions, runs)
     if filters.task_type:
         keep = task_types == filters.task_type
+        for name in calls:
+            calls[name] = calls[name][keep]
+        run_ids, task_types, session_positions = (
+            run_ids[keep],
+            task_types[keep],
+            session_positions[keep],
+        )
     columns = CallColumns(
-        agent=agent_ids[keep],
-        run=run_ids[keep],
-        context=calls["context"].to_numpy(dtype=np.int64)[keep],
-        billed=calls["billed"].to_numpy(dtype=np.int64)[keep],
-        output=calls["output"].to_numpy(dtype=np.int64)[keep],
-        timestamp=calls["timestamp"].to_numpy(dtype=np.float64)[keep],
+        agent=calls["agent"],
+        run=run_ids,
+        context=calls["context"],
+        billed=calls["billed"],
+        output=calls["output"],
+        timestamp=calls["timestamp"],
     )
-    call_session = calls["session"].to_numpy(dtype=np.int64)[keep]
+    call_session = calls["session"]
     agents = _agents(workspace, np.unique(columns.agent), columns)
-    compactions = _compactions(workspace, filters, columns, session_positions[keep], runs)
-    touches = _touches(workspace, filters, columns.agent, session_positions[keep])
-    return AnalyticsData(columns, call_session, task_types[keep], agents, compactions, touches)
+    compactions = _compactions(workspace, filters, columns, session_positions, runs)
+    touches = _touches(workspace, filters, columns.agent, session_positions)
+    return AnalyticsData(columns, call_session, task_types, agents, compactions, touches)
 
 
 def _call_level(filters: AnalyticsFilters) -> bool:
@@ -195,28 +252,42 @@ def _call_keys(agent: np.ndarray, session_position: np.ndarray) -> np.ndarray:
     return agent.astype(np.int64) * (1 << 32) + session_position.astype(np.int64)
 
 
+def _rows_of(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The position in `keys` of each wanted key (the last one if repeated), -1 if absent."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    found = np.searchsorted(ordered, wanted, side="right") - 1
+    hit = (found >= 0) & (ordered[np.maximum(found, 0)] == wanted)
+    return np.where(hit, order[np.maximum(found, 0)], -1).astype(np.int64)
+
+
 def _runs_for_calls(
     agent: np.ndarray, session_position: np.ndarray, runs: pd.DataFrame
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Map each call (by agent and session index) to its run id and task type."""
-    run_ids = np.full(len(agent), -1, dtype=np.int64)
-    task_types = np.full(len(agent), "unclassified", dtype=object)
+    """Map each call (by agent and session index) to its run id and task type.
+
+    Written to hold few call-sized temporaries at once: at a million calls each is 8 MB."""
     if len(agent) == 0 or len(runs) == 0:
-        return run_ids, task_types
+        return np.full(len(agent), -1, dtype=np.int64), np.full(
+            len(agent), "unclassified", dtype=object
+        )
     runs = runs.sort_values(["agent", "first"])
-    keys = runs["agent"].to_numpy(dtype=np.int64) * (1 << 32) + runs["first"].to_numpy(
-        dtype=np.int64
-    )
-    call_keys = agent * (1 << 32) + session_position
-    position = np.searchsorted(keys, call_keys, side="right") - 1
-    valid = position >= 0
-    candidate = np.where(valid, position, 0)
-    same_agent = runs["agent"].to_numpy(dtype=np.int64)[candidate] == agent
-    within = session_position <= runs["last"].to_numpy(dtype=np.int64)[candidate]
-    hit = valid & same_agent & within
-    run_ids[hit] = runs["id"].to_numpy(dtype=np.int64)[candidate[hit]]
-    task_types[hit] = runs["task_type"].to_numpy(dtype=object)[candidate[hit]]
-    return run_ids, task_types
+    run_agent = runs["agent"].to_numpy(dtype=np.int64)
+    keys = run_agent * (1 << 32) + runs["first"].to_numpy(dtype=np.int64)
+    candidate = np.searchsorted(keys, _call_keys(agent, session_position), side="right")
+    candidate -= 1
+    hit = candidate >= 0
+    np.maximum(candidate, 0, out=candidate)
+    hit &= run_agent[candidate] == agent
+    hit &= session_position <= runs["last"].to_numpy(dtype=np.int64)[candidate]
+    run_ids = runs["id"].to_numpy(dtype=np.int64)[candidate]
+    run_ids[~hit] = -1
+    names, codes = np.unique(runs["task_type"].to_numpy(dtype=object), return_inverse=True)
+    labels = np.array([*names.tolist(), "unclassified"], dtype=object)
+    type_code = codes.astype(np.int32)[candidate]
+    del candidate
+    type_code[~hit] = len(names)
+    return run_ids, labels[type_code]
 
 
 def _agents(
@@ -229,6 +300,7 @@ def _agents(
         "FROM traces_agent a WHERE a.workspace_id = %s",
         [workspace.pk],
         ["id", "session", "external_id", "description", "kind", "start_kind", "initial_context"],
+        text=("external_id", "description", "kind", "start_kind"),
     )
     frame = frame[frame["id"].isin(agent_ids)]
     totals = (
@@ -269,20 +341,14 @@ def _compactions(
     )
     agents = set(np.unique(columns.agent).tolist())
     frame = frame[frame["agent"].isin(agents)]
-    # The first call after each compaction, as a row position in `columns`.
-    lookup = {
-        (int(a), int(p)): i
-        for i, (a, p) in enumerate(
-            zip(columns.agent.tolist(), session_positions.tolist(), strict=True)
-        )
-    }
-    after_rows = np.array(
-        [
-            lookup.get((int(a), int(p)), -1) if pd.notna(p) else -1
-            for a, p in zip(frame["agent"], frame["after"], strict=True)
-        ],
-        dtype=np.int64,
+    # The first call after each compaction, as a row position in `columns` (-1: none).
+    after = pd.to_numeric(frame["after"], errors="coerce").to_numpy(dtype=np.float64)
+    known = np.isfinite(after)
+    after_rows = _rows_of(
+        _call_keys(columns.agent, session_positions),
+        _call_keys(frame["agent"].to_numpy(dtype=np.int64), np.where(known, after, 0)),
     )
+    after_rows[~known] = -1
     task_type = _ended_run_type(frame, runs)
     compactions = CompactionColumns(
         agent=frame["agent"].to_numpy(dtype=np.int64),
@@ -334,26 +400,49 @@ def _touches(
 ) -> TouchColumns:
     """File touches under the same filters as the calls: with date, model or task-type
     filters a touch is kept when the call that made it is selected (its time, its run)."""
-    frame = _frame(
+    touches = _columns(
         "SELECT t.agent_id, t.run_index, t.call_index, t.path, t.token_position FROM traces_filetouch t WHERE t.workspace_id = %s",
         [workspace.pk],
-        ["agent", "run", "call", "path", "position"],
+        {"agent": np.int64, "run": np.int64, "call": np.int64, "path": str, "position": np.int64},
     )
     if _call_level(filters):
-        selected = _call_keys(call_agents, call_positions)
-        touched = _call_keys(
-            frame["agent"].to_numpy(dtype=np.int64), frame["call"].to_numpy(dtype=np.int64)
+        keep = np.isin(
+            _call_keys(touches["agent"], touches["call"]), _call_keys(call_agents, call_positions)
         )
-        frame = frame[np.isin(touched, selected)]
     else:
-        frame = frame[frame["agent"].isin(np.unique(call_agents))]
+        keep = np.isin(touches["agent"], np.unique(call_agents))
+    if not keep.all():
+        touches = {name: values[keep] for name, values in touches.items()}
     return TouchColumns(
-        agent=frame["agent"].to_numpy(dtype=np.int64),
-        run=frame["run"].to_numpy(dtype=np.int64),
-        path=pd.factorize(frame["path"])[0].astype(np.int64),
-        position=frame["position"].to_numpy(dtype=np.int64),
+        agent=touches["agent"],
+        run=touches["run"],
+        path=pd.factorize(touches["path"])[0].astype(np.int64),
+        position=touches["position"],
     )
 
 
 def result_for(*, workspace: Workspace, filters: AnalyticsFilters) -> AnalyticsResult | None:
     return AnalyticsResult.objects.filter(workspace=workspace, filter_key=filters.key).first()
+
+
+def latest_job(*, workspace: Workspace, filters: AnalyticsFilters) -> Job | None:
+    """The most recent analytics job for these filters, whatever its status."""
+    return (
+        Job.objects.filter(workspace=workspace, kind=JOB_KIND, params__key=filters.key)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def failed_on(job: Job | None, data_version: int) -> bool:
+    """Whether `job` failed computing `data_version` (the version it read when it started,
+    else the one current when it was queued)."""
+    if job is None or job.status != JobStatus.FAILED:
+        return False
+    version = (job.counts or {}).get("data_version", (job.params or {}).get("data_version"))
+    return version == data_version
+
+
+def failure_reason(job: Job) -> str:
+    """The first line of a failed job's error (the rest is its traceback)."""
+    return (job.error or "").strip().split("\n", 1)[0] or "no reason was recorded"

@@ -3,8 +3,12 @@ happens in a job (after every ingest for the unfiltered view, on demand for filt
 
 from __future__ import annotations
 
+import logging
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 import orjson
@@ -28,9 +32,10 @@ from traces.analysis.incidents import incidents
 from traces.analysis.task_types import LABELS
 from traces.analytics import selectors
 from traces.analytics.models import AnalyticsResult
-from traces.analytics.selectors import AnalyticsFilters
+from traces.analytics.selectors import JOB_KIND, AnalyticsFilters
 
-JOB_KIND = "trace_analytics"
+logger = logging.getLogger(__name__)
+
 SENSITIVITY_PENALTIES = [0, 10, 20, 28, 40, 55, 65, 80, 100, 113, 138, 145]
 TASK_TYPE_BOOTSTRAP = 400
 
@@ -50,75 +55,168 @@ def _fallback(value):
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
-def analytics_compute(*, workspace: Workspace, filters: AnalyticsFilters, on_step=None) -> dict:
-    """Every analysis for one filter set, as one JSON-ready dict."""
+class SectionUnavailable(Exception):
+    """The data cannot give this section; the message says why, for users."""
+
+
+# (key, label, compute(values so far) -> value, keys of the sections it needs)
+Section = tuple[str, str, Callable[[dict], Any], tuple[str, ...]]
+
+
+def run_sections(
+    sections: list[Section],
+    *,
+    on_start: Callable[[str], None] | None = None,
+    on_error: Callable[[str, str], None] | None = None,
+) -> tuple[dict, dict[str, str]]:
+    """Run each section on its own: one that raises gets a reason users can read (its
+    traceback goes to `on_error`, not to the log), and a section that needs it is skipped
+    with the reason. Returns (values, {key: reason}); a failed section's value is None."""
+    values: dict = {}
+    failures: dict[str, str] = {}
+    labels = {key: label for key, label, _, _ in sections}
+    for key, label, compute, needs in sections:
+        values[key] = None
+        missing = [labels[name] for name in needs if name in failures]
+        if missing:
+            failures[key] = (
+                f"{_sentence(label)} needs {' and '.join(missing)}, which could not be computed."
+            )
+            continue
+        if on_start:
+            on_start(key)
+        try:
+            values[key] = compute(values)
+        except SectionUnavailable as exc:
+            failures[key] = str(exc)
+        except Exception as exc:
+            failures[key] = (
+                f"{_sentence(label)} could not be computed ({type(exc).__name__}: {exc})."
+            )
+            logger.warning("analytics section %s failed: %s", key, failures[key])
+            logger.debug("analytics section %s failed", key, exc_info=True)
+            if on_error:
+                on_error(key, traceback.format_exc())
+    return values, failures
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+# The progress step each section starts (see analytics_job_run).
+SECTION_STEPS = {
+    "cost_curve": "cost curve, growth and amplification",
+    "steps": "steps per agent",
+    "compactions": "compactions and cycle parameters",
+    "task_types": "thresholds per task type",
+    "coverage": "reference coverage",
+    "incidents": "incidents",
+}
+# Values computed for other sections, not stored in the result.
+INTERNAL_SECTIONS = {"penalties"}
+
+
+def analytics_compute(
+    *, workspace: Workspace, filters: AnalyticsFilters, on_step=None, on_error=None
+) -> dict:
+    """Every analysis for one filter set, as one JSON-ready dict. Each section succeeds or
+    fails alone: `failures` maps a failed section to the reason, and its value is None."""
     step = on_step or (lambda name: None)
     step("loading columns")
     data = selectors.load(workspace, filters)
     cols = data.calls
-    step("cost curve, growth and amplification")
+
+    def on_start(key):
+        if key in SECTION_STEPS:
+            step(SECTION_STEPS[key])
+
+    values, failures = run_sections(_sections(data, filters), on_start=on_start, on_error=on_error)
     result = {
         "filters": filters.as_dict(),
         "filters_text": filters.describe(),
         "calls": len(cols),
         "agents": len(np.unique(cols.agent)) if len(cols) else 0,
         "sessions": len(np.unique(data.call_session)) if len(cols) else 0,
-        "cost_curve": cost_curve(cols, band=filters.band).as_dict(),
-        "growth": growth_by_band(cols, band=filters.band).as_dict(),
-        "amplification": read_amplification(cols, band=filters.band).as_dict(),
+        **{
+            key: value.as_dict() if hasattr(value, "as_dict") else value
+            for key, value in values.items()
+            if key not in INTERNAL_SECTIONS
+        },
+        "failures": failures,
     }
-    step("steps per agent")
+    return _json(result)
+
+
+def _sections(data, filters: AnalyticsFilters) -> list[Section]:
+    cols = data.calls
+
+    def measured(done):
+        return cycle_parameters(
+            cols,
+            data.compactions,
+            upper_from=filters.upper_from,
+            window=filters.window,
+            penalties=done["penalties"],
+        )
+
+    def cycle(done):
+        measured = done["cycle_parameters"]
+        params = measured.params()
+        if params is None:
+            raise SectionUnavailable(" ".join(measured.reasons))
+        return _cycle_block(params)
+
+    def coverage_section(done):
+        measured = done["cycle_parameters"]
+        return coverage(data.touches, cycle=measured.params() if measured else None)
+
+    return [
+        ("cost_curve", "the cost curve", lambda _: cost_curve(cols, band=filters.band), ()),
+        ("growth", "the growth per step", lambda _: growth_by_band(cols, band=filters.band), ()),
+        ("amplification", "the read amplification", lambda _: read_amplification(cols, band=filters.band), ()),
+        ("steps", "the steps per agent", lambda _: _steps(data), ()),
+        ("compactions", "the compaction summary", lambda _: compaction_summary(data.compactions), ()),
+        ("penalties", "P per compaction", lambda _: penalty_per_compaction(cols, data.compactions, filters.window), ()),
+        ("cycle_parameters", "the cycle parameters", measured, ("penalties",)),
+        ("cycle", "the cycle model", cycle, ("cycle_parameters",)),
+        ("task_types", "the thresholds per task type", lambda done: _per_task_type(data, filters, done["penalties"]), ("penalties",)),
+        ("coverage", "the reference coverage", coverage_section, ()),
+        ("incidents", "the incidents", lambda _: _incidents(data, filters), ()),
+    ]  # fmt: skip
+
+
+def _steps(data) -> dict:
+    cols = data.calls
     starts = agent_starts(cols.agent)
     sizes = np.diff(np.r_[starts, len(cols)]) if len(cols) else np.zeros(0, dtype=np.int64)
     ids = cols.agent[starts] if len(cols) else np.zeros(0, dtype=np.int64)
     kinds = np.array(
         [data.agents[int(a)].kind if int(a) in data.agents else "main" for a in ids], dtype=object
     )
-    result["steps"] = {
+    return {
         "all": asdict(step_distribution(sizes, "all agents")),
         "main": asdict(step_distribution(sizes[kinds == "main"], "main threads")),
         "subagents": asdict(
             step_distribution(sizes[kinds == "subagent"], "single-directive subagents")
         ),
     }
-    step("compactions and cycle parameters")
-    result["compactions"] = compaction_summary(data.compactions).as_dict()
-    penalties = penalty_per_compaction(cols, data.compactions, filters.window)
-    measured = cycle_parameters(
-        cols,
-        data.compactions,
-        upper_from=filters.upper_from,
-        window=filters.window,
-        penalties=penalties,
-    )
-    result["cycle_parameters"] = measured.as_dict()
-    params = measured.params()
-    if params is not None:
-        result["cycle"] = _cycle_block(params)
-    step("thresholds per task type")
-    result["task_types"] = _per_task_type(data, filters, penalties)
-    step("reference coverage")
-    result["coverage"] = coverage(data.touches, cycle=params).as_dict()
-    step("incidents")
-    days = np.array(
-        [
-            d.strftime("%Y-%m-%d")
-            for d in (
-                np.asarray(cols.timestamp, dtype="datetime64[s]").astype(object)
-                if len(cols)
-                else []
-            )
-        ],
-        dtype=object,
-    )
-    result["incidents"] = incidents(
+
+
+def _incidents(data, filters: AnalyticsFilters):
+    cols = data.calls
+    days = cols.timestamp.astype("datetime64[s]").astype("datetime64[D]")  # UTC dates
+    return incidents(
         cols.agent, days, cols.billed.astype(np.float64), data.agents, fork_bound=filters.fork_bound
-    ).as_dict()
-    return _json(result)
+    )
+
+
+CYCLE_THRESHOLDS = [150_000, 200_000, 300_000, 400_000, 600_000, 900_000]
 
 
 def _cycle_block(params: CycleParams) -> dict:
-    model = evaluate(params, thresholds=[150_000, 200_000, 300_000, 400_000, 600_000, 900_000])
+    # Ratios only at thresholds above S: at or below it no cycle fits.
+    model = evaluate(params, thresholds=[t for t in CYCLE_THRESHOLDS if t > params.post_compaction])
     tail = tail_scenario(params, 60_000, params.penalty_steps / 2)
     return {
         "params": asdict(params),
@@ -224,8 +322,14 @@ def analytics_job_run(job: Job, reporter: JobReporter) -> None:
         reporter.set_counts(step=name)
         reporter.flush(force=True)
 
+    def on_error(section, details):
+        # Kept on the job for whoever debugs it; the log gets one line, not a traceback.
+        reporter.error(f"{section}: {details.strip().splitlines()[-1]}", traceback=details)
+
     start = time.perf_counter()
-    result = analytics_compute(workspace=workspace, filters=filters, on_step=on_step)
+    result = analytics_compute(
+        workspace=workspace, filters=filters, on_step=on_step, on_error=on_error
+    )
     elapsed = time.perf_counter() - start
     analytics_store(
         workspace=workspace,
@@ -235,7 +339,12 @@ def analytics_job_run(job: Job, reporter: JobReporter) -> None:
         seconds=elapsed,
         job=job,
     )
-    reporter.set_counts(step="done", calls=result["calls"], seconds=round(elapsed, 2))
+    reporter.set_counts(
+        step="done",
+        calls=result["calls"],
+        seconds=round(elapsed, 2),
+        failed_sections=sorted(result["failures"]),
+    )
     workspace.refresh_from_db(fields=["data_version"])
     if workspace.data_version != version:
         # Traces changed while this ran: what was stored is already stale. Queue the next
@@ -253,15 +362,27 @@ def _reusable(job: Job, data_version: int) -> bool:
 
 
 def analytics_refresh_queue(
-    *, workspace: Workspace, filters: AnalyticsFilters | None = None, user=None
+    *,
+    workspace: Workspace,
+    filters: AnalyticsFilters | None = None,
+    user=None,
+    retry_failed: bool = True,
 ) -> Job:
     """Queue a computation unless one for these filters is already queued, or running on
     the current data version. A job running on older data is left to finish (its result
-    is marked stale) and a new one is queued behind it."""
+    is marked stale) and a new one is queued behind it.
+
+    With `retry_failed` False (a page or API read), a computation that failed on the
+    current data version is returned instead of queued again: it would fail the same way,
+    so only an explicit request (or new traces) computes it again."""
     filters = filters or AnalyticsFilters()
     current = (
         Workspace.objects.filter(pk=workspace.pk).values_list("data_version", flat=True).first()
     )
+    if not retry_failed:
+        latest = selectors.latest_job(workspace=workspace, filters=filters)
+        if selectors.failed_on(latest, current):
+            return latest
     pending = Job.objects.filter(
         workspace=workspace,
         kind=JOB_KIND,

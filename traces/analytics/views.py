@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from governance.htmx import htmx_partial
-from governance.models import Job, JobStatus, Role
+from governance.models import JobStatus, Role
 from governance.views import WorkspaceTemplateView
 from traces.analysis.costs import MIN_AGENTS_STEPS
 from traces.analysis.cycle import (
@@ -26,7 +26,7 @@ from traces.analysis.cycle import (
 )
 from traces.analytics import charts, selectors
 from traces.analytics.forms import AnalyticsFilterForm, WhatIfForm
-from traces.analytics.services import JOB_KIND, SENSITIVITY_PENALTIES, analytics_refresh_queue
+from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_queue
 
 THEMES = [
     ("analytics:cost", "Cost of context"),
@@ -49,13 +49,14 @@ class AnalyticsPage(WorkspaceTemplateView):
         form = AnalyticsFilterForm(self.request.GET or None)
         filters = form.filters()
         stored = selectors.result_for(workspace=self.workspace, filters=filters)
-        job = (
-            Job.objects.filter(workspace=self.workspace, kind=JOB_KIND, params__key=filters.key)
-            .order_by("-created_at")
-            .first()
-        )
+        job = selectors.latest_job(workspace=self.workspace, filters=filters)
         running = (
             job if job is not None and job.status in (JobStatus.QUEUED, JobStatus.RUNNING) else None
+        )
+        current = stored is not None and stored.data_version == self.workspace.data_version
+        # A computation that failed on the current traces, and that nothing has replaced.
+        failed = (
+            job if not current and selectors.failed_on(job, self.workspace.data_version) else None
         )
         result = stored.result if stored else None
         context = super().get_context_data(
@@ -63,11 +64,11 @@ class AnalyticsPage(WorkspaceTemplateView):
             filters=filters,
             stored=stored,
             result=result,
-            stale=stored is not None and stored.data_version != self.workspace.data_version,
+            failures=(result or {}).get("failures") or {},
+            stale=stored is not None and not current,
             running=running,
-            failed=job
-            if job is not None and job.status == JobStatus.FAILED and stored is None
-            else None,
+            failed=failed,
+            failed_reason=selectors.failure_reason(failed) if failed else "",
             themes=[
                 (name, label, reverse(name, args=[self.workspace.slug])) for name, label in THEMES
             ],
@@ -101,15 +102,18 @@ class CostPage(AnalyticsPage):
     theme = "analytics:cost"
 
     def figures(self, result):
-        fit = result["cost_curve"].get("fit")
-        return {
-            "doubling": 2 ** fit["exponent"] if fit else None,
-            "growth_n": sum(row["n"] for row in result["growth"]["rows"]),
-            "amplification_n": sum(row["n"] for row in result["amplification"]["rows"]),
-            "cost_figure": charts.cost_curve(result["cost_curve"]),
-            "growth_figure": charts.growth(result["growth"]),
-            "amplification_figure": charts.amplification(result["amplification"]),
-        }
+        figures = {}
+        if curve := result.get("cost_curve"):
+            fit = curve.get("fit")
+            figures["doubling"] = 2 ** fit["exponent"] if fit else None
+            figures["cost_figure"] = charts.cost_curve(curve)
+        if growth := result.get("growth"):
+            figures["growth_n"] = sum(row["n"] for row in growth["rows"])
+            figures["growth_figure"] = charts.growth(growth)
+        if amplification := result.get("amplification"):
+            figures["amplification_n"] = sum(row["n"] for row in amplification["rows"])
+            figures["amplification_figure"] = charts.amplification(amplification)
+        return figures
 
 
 class StepsPage(AnalyticsPage):
@@ -117,7 +121,9 @@ class StepsPage(AnalyticsPage):
     theme = "analytics:steps"
 
     def figures(self, result):
-        steps = result["steps"]
+        steps = result.get("steps")
+        if not steps:
+            return {}
         if any(steps[k].get("histogram") for k in ("main", "subagents")):
             return {"steps_figure": charts.steps(steps), "steps_missing": ""}
         return {
@@ -133,9 +139,10 @@ class CompactionsPage(AnalyticsPage):
     theme = "analytics:compactions"
 
     def figures(self, result):
+        summary = result.get("compactions")
         figures = {
-            "compactions_figure": charts.compactions(result["compactions"])
-            if result["compactions"]["count"]
+            "compactions_figure": charts.compactions(summary)
+            if summary and summary["count"]
             else None
         }
         cycle = result.get("cycle")
@@ -161,11 +168,8 @@ class CoveragePage(AnalyticsPage):
     theme = "analytics:coverage"
 
     def figures(self, result):
-        return {
-            "coverage_figure": charts.coverage(result["coverage"])
-            if result["coverage"]["coverage"]
-            else None
-        }
+        found = result.get("coverage")
+        return {"coverage_figure": charts.coverage(found) if found and found["coverage"] else None}
 
 
 class IncidentsPage(AnalyticsPage):
@@ -173,11 +177,8 @@ class IncidentsPage(AnalyticsPage):
     theme = "analytics:incidents"
 
     def figures(self, result):
-        return {
-            "incidents_figure": charts.incidents(result["incidents"])
-            if result["incidents"]["days"]
-            else None
-        }
+        found = result.get("incidents")
+        return {"incidents_figure": charts.incidents(found) if found and found["days"] else None}
 
 
 def _exchange_thresholds(request, params: CycleParams) -> tuple[float, float]:
@@ -211,7 +212,7 @@ class WhatIfPage(AnalyticsPage):
 def _what_if_context(request, context: dict) -> dict:
     """The calculator's form (prefilled with the measured values for the page's filters,
     else seed 001's) and, when valid, the model it describes."""
-    measured = (context["result"] or {}).get("cycle", {}).get("params")
+    measured = ((context["result"] or {}).get("cycle") or {}).get("params")
     base = CycleParams(**measured) if measured else SEED_FALLBACK
     initial = {
         "post_compaction_tokens": round(base.post_compaction),
@@ -364,6 +365,8 @@ class CsvView(AnalyticsPage):
                 "Not computed yet for these filters.", status=404, content_type="text/plain"
             )
         key, header, rows = CSV_TABLES[name]
+        if reason := context["failures"].get(key):
+            return HttpResponse(f"No data: {reason}", status=404, content_type="text/plain")
         return _csv_response(name, header, rows(context["result"].get(key)))
 
 

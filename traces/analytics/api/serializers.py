@@ -54,11 +54,20 @@ class CycleResponseSerializer(serializers.Serializer):
 
 
 class AnalyticsEnvelopeSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=["ok", "computing"])
+    status = serializers.ChoiceField(choices=["ok", "computing", "failed"])
     stale = serializers.BooleanField(required=False)
     data_version = serializers.IntegerField(required=False)
     computed_at = serializers.DateTimeField(required=False)
     filters = serializers.DictField(required=False)
     n_calls = serializers.IntegerField(required=False)
     result = serializers.JSONField(required=False)
+    failures = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Each section of `result` the data cannot give (null there), with the reason.",
+    )
+    error = serializers.CharField(
+        required=False, help_text="Why the computation on the current traces failed."
+    )
+    detail = serializers.CharField(required=False, help_text="What to do about a failure.")
     job_url = serializers.CharField(required=False)

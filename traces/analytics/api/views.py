@@ -5,7 +5,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.models import Role
+from governance.models import JobStatus, Role
 from traces.analysis.cycle import CycleInputError, CycleParams, evaluate
 from traces.analytics import selectors
 from traces.analytics.api.serializers import (
@@ -49,49 +49,101 @@ FILTER_PARAMETERS = [
 ]
 
 
+RETRY_HINT = "POST to this URL (same query) to compute it again."
+
+
 class AnalyticsSectionView(APIView):
-    """One analysis for the given filters. 200 with the numbers when computed; otherwise 202
-    with the job computing them (analytics never run inside a request)."""
+    """One analysis for the given filters. 200 with the numbers when computed (a section
+    the data cannot give is null, with its reason under `failures`); 202 with the job
+    computing them (analytics never run inside a request); 500 when the computation failed
+    on the current traces (a read does not queue it again: POST does)."""
 
     section = ""
-    write_role = Role.VIEWER
+    write_role = Role.VIEWER  # asking for a computation changes no data
+
+    def _filters(self, request):
+        form = AnalyticsFilterForm(request.query_params)
+        if request.query_params and not form.is_valid():
+            return None, Response(
+                {k: v for k, v in form.errors.items()}, status=status.HTTP_400_BAD_REQUEST
+            )
+        return form.filters(), None
+
+    def _job_url(self, request, job) -> str:
+        return request.build_absolute_uri(f"/api/v1/jobs/{job.pk}/")
 
     @extend_schema(
         parameters=FILTER_PARAMETERS,
-        responses={200: AnalyticsEnvelopeSerializer, 202: AnalyticsEnvelopeSerializer},
+        responses={
+            200: AnalyticsEnvelopeSerializer,
+            202: AnalyticsEnvelopeSerializer,
+            500: AnalyticsEnvelopeSerializer,
+        },
     )
     def get(self, request):
-        form = AnalyticsFilterForm(request.query_params)
-        if request.query_params and not form.is_valid():
-            return Response(
-                {k: v for k, v in form.errors.items()}, status=status.HTTP_400_BAD_REQUEST
-            )
-        filters = form.filters()
+        filters, refused = self._filters(request)
+        if refused:
+            return refused
         stored = selectors.result_for(workspace=request.workspace, filters=filters)
         stale = stored is not None and stored.data_version != request.workspace.data_version
+        failed = None
         if stored is None or stale:
             job = analytics_refresh_queue(
-                workspace=request.workspace, filters=filters, user=request.user
+                workspace=request.workspace, filters=filters, user=request.user, retry_failed=False
             )
-            if stored is None:
+            if job.status == JobStatus.FAILED:
+                failed = {
+                    "error": selectors.failure_reason(job),
+                    "job_url": self._job_url(request, job),
+                }
+            if stored is None and failed:
                 return Response(
                     {
-                        "status": "computing",
-                        "job_url": request.build_absolute_uri(f"/api/v1/jobs/{job.pk}/"),
+                        "status": "failed",
+                        "detail": "Computing these analytics failed on the current traces "
+                        f"and is not retried on its own. {RETRY_HINT}",
+                        **failed,
                     },
+                    status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+                )
+            if stored is None:
+                return Response(
+                    {"status": "computing", "job_url": self._job_url(request, job)},
                     status=status.HTTP_202_ACCEPTED,
                 )
-        result = {key: stored.result.get(key) for key in SECTIONS[self.section]}
+        keys = SECTIONS[self.section]
+        result = {key: stored.result.get(key) for key in keys}
+        failures = stored.result.get("failures") or {}
+        body = {
+            "status": "ok",
+            "stale": stale,
+            "data_version": stored.data_version,
+            "computed_at": stored.computed_at,
+            "filters": stored.filters,
+            "n_calls": stored.result.get("calls"),
+            "result": result if len(result) > 1 else next(iter(result.values())),
+            "failures": {key: failures[key] for key in keys if key in failures},
+        }
+        if failed:  # the figures are from older traces; the newer ones failed
+            body.update(detail=f"Recomputing on the current traces failed. {RETRY_HINT}", **failed)
+        return Response(body)
+
+    @extend_schema(
+        parameters=FILTER_PARAMETERS,
+        request=None,
+        responses={202: AnalyticsEnvelopeSerializer},
+        summary="Compute the analytics for these filters again",
+    )
+    def post(self, request):
+        filters, refused = self._filters(request)
+        if refused:
+            return refused
+        job = analytics_refresh_queue(
+            workspace=request.workspace, filters=filters, user=request.user
+        )
         return Response(
-            {
-                "status": "ok",
-                "stale": stale,
-                "data_version": stored.data_version,
-                "computed_at": stored.computed_at,
-                "filters": stored.filters,
-                "n_calls": stored.result.get("calls"),
-                "result": result if len(result) > 1 else next(iter(result.values())),
-            }
+            {"status": "computing", "job_url": self._job_url(request, job)},
+            status=status.HTTP_202_ACCEPTED,
         )
 
 
