@@ -210,6 +210,8 @@ GOVERNANCE_MAX_UPLOAD_BYTES = env_int("GOVERNANCE_MAX_UPLOAD_BYTES", 2 * 1024**3
 # Files in one multipart upload (Django's default is 100): a dragged projects folder holds
 # many. Over it, MultipartFileLimitMiddleware answers with a message suggesting an archive.
 DATA_UPLOAD_MAX_NUMBER_FILES = env_int("GOVERNANCE_MAX_UPLOAD_FILES", 2000)
+# An ingest that adds at least this many calls refreshes PostgreSQL's table statistics.
+GOVERNANCE_ANALYZE_AFTER_CALLS = env_int("GOVERNANCE_ANALYZE_AFTER_CALLS", 10_000)
 
 # Background tasks: with no broker, tasks run in-process (eagerly) after commit.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

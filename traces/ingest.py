@@ -425,10 +425,10 @@ class TraceLoader:
                     self.summary.agents += len(fresh)
             if known:
                 with transaction.atomic():
-                    Agent.objects.bulk_create(known, ignore_conflicts=True)
-                self.summary.agents += self._fetch_agents(
-                    {(a.session_id, a.external_id) for a in known}
-                )
+                    created = _insert_missing(Agent, known)
+                found = self._fetch_agents({(a.session_id, a.external_id) for a in known})
+                # Another worker may have created some of them meanwhile: count ours only.
+                self.summary.agents += found if created is None else created
 
     def _agent_object(self, pair: tuple[int, str]) -> Agent:
         session_pk, agent_id = pair
@@ -674,7 +674,9 @@ class TraceLoader:
                 "c.cache_read_tokens, c.output_tokens FROM traces_call c JOIN traces_call_stage s "
                 "ON c.session_id = s.session_id AND c.key = s.key), "
                 f"merged AS (INSERT INTO traces_call ({columns}) SELECT {columns} "
-                f"FROM traces_call_stage ON CONFLICT (session_id, key) DO UPDATE SET {updates} "
+                # In key order: two workers merging the same calls take their locks alike.
+                f"FROM traces_call_stage ORDER BY session_id, key "
+                f"ON CONFLICT (session_id, key) DO UPDATE SET {updates} "
                 f"WHERE {KEPT_LINE_RULE} "
                 "RETURNING id, session_id, key, (xmax = 0) AS inserted) "
                 "SELECT m.id, m.session_id, m.key, m.inserted, o.input_tokens, "
@@ -910,6 +912,28 @@ def _touch_line(mode: str, path: str) -> str:
     if "\n" in path or "\t" in path:
         path = path.replace("\n", " ").replace("\t", " ")
     return f"{mode}\t{path}"
+
+
+def _insert_missing(model, objects: list) -> int | None:
+    """INSERT … ON CONFLICT DO NOTHING; how many rows this statement inserted, where the
+    database says (PostgreSQL), else None (Django's bulk_create cannot tell)."""
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(objects, ignore_conflicts=True)
+        return None
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    rows = [
+        [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
+        for obj in objects
+    ]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    values = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {values} "
+            "ON CONFLICT DO NOTHING RETURNING 1",
+            [value for row in rows for value in row],
+        )
+        return len(cursor.fetchall())
 
 
 def _get_or_create(model, defaults=None, **lookup):

@@ -371,3 +371,22 @@ def test_a_file_that_grows_in_steps_ends_as_if_read_once(
         assert after.grown_from == before
         assert after.start_offset == before.parser_state["offset"] <= before.size
     assert sum(r.lines for r in read) == len(text.splitlines()) + len(cuts) - 1
+
+
+@pytest.mark.postgres
+def test_a_bulk_load_refreshes_the_planners_statistics(ingest, tmp_path, settings):
+    from django.db import connection
+
+    settings.GOVERNANCE_ANALYZE_AFTER_CALLS = 30
+    write_lines(tmp_path / "sess-1.jsonl", claude_session(40))
+    write_lines(tmp_path / "sess-2.jsonl", claude_session(20, session="sess-2"))
+
+    def estimated_rows(table: str) -> float:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [table])
+            return cursor.fetchone()[0]
+
+    ingest(tmp_path / "sess-2.jsonl")  # fewer calls than the threshold: no ANALYZE
+    assert estimated_rows("traces_call") != 20
+    ingest(tmp_path / "sess-1.jsonl")
+    assert (estimated_rows("traces_call"), estimated_rows("traces_session")) == (60, 2)

@@ -486,7 +486,12 @@ class ClaudeCodeParser:
     ) -> str:
         message_id = message.get("id")
         if type(message_id) is not str or not message_id:
-            return f"line:{line}"
+            # Its own call. A line number alone is not unique in a session: its subagent
+            # files number their lines too.
+            uuid = entry.get("uuid")
+            if type(uuid) is str and uuid:
+                return f"uuid:{uuid}"
+            return f"line:{self.file_agent_id or 'main'}:{line}"
         request_id = entry.get("requestId")
         key = f"{message_id}:{request_id}" if type(request_id) is str and request_id else message_id
         known = self._msgid_to_key.get((session_id, message_id))

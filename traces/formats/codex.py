@@ -69,6 +69,7 @@ class CodexParser:
         self._held: list[CallRecord] = []
         self._tool_owner: dict[str, CallRecord] = {}
         self._last_context: int | None = None
+        self._replay: dict | None = None  # a spawned rollout's replayed parent history
         self.first_line = 1
         if state:
             self._restore(state)
@@ -90,6 +91,7 @@ class CodexParser:
             "touches": self._touches,
             "prompt": self._prompt,
             "last_context": self._last_context,
+            "replay": self._replay,
         }
 
     def _restore(self, state: dict) -> None:
@@ -105,6 +107,10 @@ class CodexParser:
         self._touches = [tuple(pair) for pair in state.get("touches") or ()]
         self._prompt = str(state.get("prompt") or "")
         self._last_context = state.get("last_context")
+        replay = state.get("replay")
+        if isinstance(replay, dict) and isinstance(replay.get("held"), list):
+            replay["held"] = tuple(replay["held"])
+        self._replay = replay
 
     def parse(self, lines: Iterable[bytes]) -> Iterator:
         for number, raw in enumerate(lines, start=self.first_line):
@@ -138,6 +144,9 @@ class CodexParser:
                 yield ParseError(number, f"{kind} record without a 'payload' object")
                 continue
             yield from self._entry(kind, payload, entry, number)
+        if self._replay is not None and self._replay.get("held"):
+            held, self._replay = self._replay["held"], None  # one event alone is no replay
+            yield from self._token_count(*held)
         yield from self._release(0)
         if not self._announced and self.session_id:
             yield from self._announce({})
@@ -149,6 +158,10 @@ class CodexParser:
             if isinstance(payload.get("id"), str) and payload["id"] and not self._announced:
                 self.session_id = payload["id"]
             self._cwd = str(payload.get("cwd") or self._cwd)
+            source = payload.get("source")
+            spawned = isinstance(source, dict) and isinstance(source.get("subagent"), dict)
+            if spawned and "thread_spawn" in source["subagent"] and self.stats.usage_lines == 0:
+                self._replay = {"second": None}
             yield from self._announce(payload)
             self.stats.ignored_lines += 1
             return
@@ -246,6 +259,33 @@ class CodexParser:
             yield ParseError(line, "token_count 'info' must be an object or null")
             return
         self.stats.usage_lines += 1
+        if self._replay is not None:
+            yield from self._replayed_history(info, entry, line)
+            return
+        yield from self._token_count(info, entry, line)
+
+    def _replayed_history(self, info: dict, entry: dict, line: int) -> Iterator:
+        """A spawned subagent's rollout opens by replaying its parent's token history,
+        stamped in one second (as ccusage's detect_subagent_replay_second reads it): when
+        its first two usage events share a second, the events of that second are the
+        parent's; they add nothing, and the child's totals go on from them."""
+        second = str(entry.get("timestamp") or "")[:19]
+        replay = self._replay
+        if replay["second"] is None:
+            replay["second"], replay["held"] = second, (info, entry, line)
+            return
+        held = replay.pop("held", None)
+        if second == replay["second"] and second:
+            if held is not None:
+                yield from self._token_count(*held, replayed=True)
+            yield from self._token_count(info, entry, line, replayed=True)
+            return
+        self._replay = None  # no replay, or its end: the child's own events
+        if held is not None:
+            yield from self._token_count(*held)
+        yield from self._token_count(info, entry, line)
+
+    def _token_count(self, info: dict, entry: dict, line: int, replayed: bool = False) -> Iterator:
         totals = _usage(info.get("total_token_usage"))
         last = _usage(info.get("last_token_usage"))
         if totals is None and last is None:
@@ -285,6 +325,10 @@ class CodexParser:
         if totals is not None:
             self._previous_totals = totals
         context = last["input_tokens"] if last is not None else usage["input_tokens"]
+        if replayed:
+            self._last_context = context
+            self.stats.duplicates_dropped += 1
+            return
         yield from self._call(key, usage, context, entry, line)
 
     def _usage_record(self, payload: dict, entry: dict, line: int) -> Iterator:

@@ -2,6 +2,7 @@
 
 import gc
 import json
+import os
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
@@ -10,6 +11,8 @@ from governance.models import Workspace
 from governance.services import InputError
 from traces.formats import FORMATS
 from traces.services import ingest_paths
+
+DEFAULT_WORKERS = min(4, os.cpu_count() or 1)
 
 
 class Command(BaseCommand):
@@ -27,14 +30,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--workers",
             type=int,
-            default=1,
-            help="Ingest files in this many processes (default 1).",
+            default=DEFAULT_WORKERS,
+            help=f"Ingest files in this many processes (default {DEFAULT_WORKERS}: the cores, "
+            "up to 4).",
+        )
+        parser.add_argument(
+            "--no-analytics",
+            action="store_true",
+            help="Do not queue the analytics refresh (e.g. before ingesting more folders).",
         )
         parser.add_argument(
             "--json", action="store_true", help="Print one JSON summary and nothing else."
         )
 
-    def handle(self, *args, paths, workspace, format, json: bool, workers: int, **options):
+    def handle(
+        self, *args, paths, workspace, format, json: bool, workers: int, no_analytics, **options
+    ):
         target = self._workspace(workspace)
         progress = None
         task = None
@@ -62,6 +73,7 @@ class Command(BaseCommand):
                 fmt=format,
                 workers=max(1, workers),
                 on_progress=on_progress,
+                refresh_analytics=not no_analytics,
             )
         except InputError as exc:
             raise CommandError(str(exc)) from exc
