@@ -798,12 +798,14 @@ def ingest_paths(
     done = sum(f.stat().st_size for f in files if f.name.endswith(".meta.json"))
     # Forking copies the locks other threads hold, which hung or broke a child's database
     # connection in a process that also ran a server or a browser driver (the CLI has
-    # none): such a process ingests in itself.
+    # none); and workers cannot see what an open transaction of the caller wrote. Then
+    # this process ingests in itself.
     parallel = (
         workers > 1
         and len(tasks) > 1
         and not multiprocessing.current_process().daemon
         and threading.active_count() == 1
+        and not connection.in_atomic_block
     )
     if parallel:
         connections.close_all()  # children must open their own connections
