@@ -114,7 +114,8 @@ class _Writer:
 
     def _tick(self, low: float = 4, high: float = 40) -> str:
         self.clock += timedelta(seconds=self.rng.uniform(low, high))
-        return self.clock.isoformat().replace("+00:00", "Z")
+        # Claude Code writes milliseconds; ccusage skips lines with finer timestamps.
+        return self.clock.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
     def _line(self, data: dict) -> None:
         self.lines.append(orjson.dumps(data))
