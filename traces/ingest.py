@@ -28,7 +28,7 @@ from traces.formats.records import (
     implausible_counts,
     merge_call_records,
 )
-from traces.formats.tools import signature_and_touches
+from traces.formats.tools import tool_use_signatures
 from traces.models import Agent, AgentKind, Call, CallText, Compaction, Session
 
 BATCH_SIZE = 5000
@@ -889,14 +889,7 @@ def _replaces_stored(row: tuple, stored: tuple) -> bool:
 
 def tool_columns(blocks: list[dict]) -> tuple[str, str]:
     """The `tool_names` and `touches` columns for a call's content blocks."""
-    names, touches = [], []
-    for block in blocks:
-        if block.get("type") == "tool_use":
-            token, block_touches = signature_and_touches(
-                block.get("name") or "", block.get("input")
-            )
-            names.append(token)
-            touches.extend(block_touches)
+    names, touches = tool_use_signatures(blocks)
     return (
         _storable(" ".join(names)),
         _storable("\n".join(_touch_line(mode, path) for mode, path in touches)),

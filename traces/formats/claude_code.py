@@ -218,14 +218,7 @@ class ClaudeCodeParser:
             and session_id == self._last_session
         ):
             # Most lines: a message of the session of the line before (checked in full below).
-            if self.file_agent_id is None and not entry.get("isSidechain"):
-                agent_id = "main"
-            else:
-                agent_id = self._agent_for(entry, session_id)
-            if kind == "assistant":
-                self._assistant(entry, line, session_id, agent_id)
-            else:
-                self._user(entry, line, session_id, agent_id)
+            self._message(kind, entry, line, session_id)
             return
         if kind is None:
             message = entry.get("message")
@@ -262,16 +255,7 @@ class ClaudeCodeParser:
             if not session_id:
                 self._error(line, f"{kind} record without 'sessionId'")
                 return
-            if self.file_agent_id is None and not entry.get("isSidechain"):
-                agent_id = "main"
-            else:
-                agent_id = self._agent_for(entry, session_id)
-            if kind == "assistant":
-                self._assistant(entry, line, session_id, agent_id)
-            elif kind == "user":
-                self._user(entry, line, session_id, agent_id)
-            else:
-                self._system(entry, line, session_id, agent_id)
+            self._message(kind, entry, line, session_id)
         elif kind in {"summary", "ai-title", "custom-title"}:
             title = str(
                 entry.get("summary") or entry.get("title") or entry.get("customTitle") or ""
@@ -283,6 +267,19 @@ class ClaudeCodeParser:
             self.stats.ignored_lines += 1
         else:
             self.stats.ignored_lines += 1
+
+    def _message(self, kind: str, entry: dict, line: int, session_id: str) -> None:
+        """An assistant, user or system line, handed on with its agent."""
+        if self.file_agent_id is None and not entry.get("isSidechain"):
+            agent_id = "main"
+        else:
+            agent_id = self._agent_for(entry, session_id)
+        if kind == "assistant":
+            self._assistant(entry, line, session_id, agent_id)
+        elif kind == "user":
+            self._user(entry, line, session_id, agent_id)
+        else:
+            self._system(entry, line, session_id, agent_id)
 
     # --- agents ---------------------------------------------------------------
 

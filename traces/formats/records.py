@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from traces.formats.tools import signature_and_touches
+from traces.formats.tools import tool_use_signatures
 
 
 @dataclass(slots=True)
@@ -145,14 +145,9 @@ def merge_call_records(earlier: CallRecord, later: CallRecord) -> CallRecord:
     prompt = earlier.text.get("prompt") or later.text.get("prompt")
     if prompt:
         merged_text["prompt"] = prompt
-    signature, touches = list(earlier.signature), list(earlier.touches)
-    for block in added:
-        if block.get("type") == "tool_use":
-            token, block_touches = signature_and_touches(
-                block.get("name") or "", block.get("input")
-            )
-            signature.append(token)
-            touches.extend(block_touches)
+    added_tokens, added_touches = tool_use_signatures(added)
+    signature = [*earlier.signature, *added_tokens]
+    touches = [*earlier.touches, *added_touches]
     winner.text = merged_text
     winner.timestamp = min(earlier.timestamp, later.timestamp)  # a call is placed by its first line
     winner.line = earlier.line

@@ -119,3 +119,17 @@ def signature_and_touches(name: str, tool_input) -> tuple[str, list[tuple[str, s
         parts = name.split("__")
         return f"mcp:{parts[1] if len(parts) > 1 else ''}:{parts[-1]}", touches
     return name, touches
+
+
+def tool_use_signatures(blocks: list[dict]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The signature tokens and file touches of the `tool_use` blocks among content blocks."""
+    tokens: list[str] = []
+    touches: list[tuple[str, str]] = []
+    for block in blocks:
+        if block.get("type") == "tool_use":
+            token, block_touches = signature_and_touches(
+                block.get("name") or "", block.get("input")
+            )
+            tokens.append(token)
+            touches.extend(block_touches)
+    return tokens, touches
