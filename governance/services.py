@@ -21,6 +21,7 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from governance.errors import InputError
 from governance.models import (
     ApiToken,
     AuditEvent,
@@ -36,10 +37,6 @@ logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "cg_"
 MAX_JOB_ERRORS = 1000
 LAST_USED_RESOLUTION_SECONDS = 60
-
-
-class InputError(ValueError):
-    """Bad input from a user: reported as a clear message, never retried."""
 
 
 # --- audit -----------------------------------------------------------------

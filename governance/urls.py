@@ -55,5 +55,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-handler404 = "governance.errors.page_not_found"
-handler403 = "governance.errors.permission_denied"
+handler404 = "governance.error_pages.page_not_found"
+handler403 = "governance.error_pages.permission_denied"
