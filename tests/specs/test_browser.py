@@ -204,3 +204,19 @@ def _authoritative_with_divergence(workspace, members, mark):
         sources=[services.SourceInput("divergence", divergence=mark, label="why v1")],
     )
     return spec, version
+
+
+def test_the_diff_keeps_the_spaces_between_changed_words(page, login, in_review, screenshot):
+    _spec, _v1, v2 = in_review
+    login("reviewer-a")
+    page.goto(f"{page.base_url}/w/team-a/specs/versions/{v2.pk}/diff/")
+    row = page.locator("tr").filter(
+        has=page.locator(".diff-after", has_text="S3-compatible store")
+    )
+    before = row.locator(".diff-before .diff-text")
+    after = row.locator(".diff-after .diff-text")
+    # What a reviewer reads is each side's own sentence, word for word.
+    assert before.inner_text() == "Where does raw tool output live?"
+    assert after.inner_text() == "Raw tool output lives in the S3-compatible store."
+    assert before.locator("del").count() >= 1 and after.locator("ins").count() >= 1
+    screenshot("specs-diff-words")
