@@ -9,6 +9,10 @@
       var source = document.getElementById(el.dataset.figure);
       if (!source) return;
       var fig = JSON.parse(source.textContent);
+      // The box takes the figure's own height: with `responsive`, Plotly redraws to fit its
+      // box on every resize, so a box shorter than the figure would cut the drawing off.
+      var height = (fig.layout || {}).height;
+      if (height) el.style.height = height + "px";
       var svgButton = {
         name: "Download plot as SVG",
         icon: window.Plotly.Icons.disk,
