@@ -252,6 +252,8 @@ class InstructionView(WorkspaceTemplateView):
 
 
 class DriftCheckStartView(WorkspaceTemplateView):
+    http_method_names = ["post"]
+
     def post(self, request, *args, **kwargs):
         context_file = selectors.context_file_get(workspace=self.workspace, pk=kwargs["pk"])
         revision = selectors.revision_get(
@@ -274,6 +276,8 @@ class DriftCheckStartView(WorkspaceTemplateView):
 class FileSettingsView(WorkspaceTemplateView):
     """The file's review interval, which dates the reviews of undated ledger entries."""
 
+    http_method_names = ["post"]
+
     def post(self, request, *args, **kwargs):
         context_file = selectors.context_file_get(workspace=self.workspace, pk=kwargs["pk"])
         form = forms.FileSettingsForm(request.POST)
@@ -292,6 +296,8 @@ class FileSettingsView(WorkspaceTemplateView):
 
 
 class VerificationView(WorkspaceTemplateView):
+    http_method_names = ["post"]
+
     def post(self, request, *args, **kwargs):
         context_file = selectors.context_file_get(workspace=self.workspace, pk=kwargs["pk"])
         form = forms.VerificationForm(request.POST)
@@ -496,6 +502,8 @@ class EvaluationDetailView(WorkspaceTemplateView):
 
 
 class TrialUploadView(WorkspaceTemplateView):
+    http_method_names = ["post"]
+
     template_name = "contextfiles/evaluation_detail.html"
 
     def post(self, request, *args, **kwargs):
@@ -534,6 +542,8 @@ class TrialUploadView(WorkspaceTemplateView):
 
 
 class DecisionView(WorkspaceTemplateView):
+    http_method_names = ["post"]
+
     template_name = "contextfiles/evaluation_detail.html"
     write_role = Role.REVIEWER
 
