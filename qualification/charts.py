@@ -305,7 +305,14 @@ def cost_figure(result: dict) -> dict:
     axis = stratum_axis(result["strata"]) if result["strata"] else {}
     fig.update_xaxes(**axis)
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(**base_layout(height=380))
+    # The legend goes below the axis titles: above the plots it would cover the subplot titles.
+    fig.update_layout(
+        **base_layout(
+            height=420,
+            margin={"l": 60, "r": 20, "t": 50, "b": 110},
+            legend={"orientation": "h", "x": 0, "y": -0.3, "xanchor": "left", "yanchor": "top"},
+        )
+    )
     return figure_dict(fig)
 
 

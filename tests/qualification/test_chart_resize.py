@@ -33,3 +33,30 @@ def test_sweep_charts_fit_their_boxes_after_resizes(page, login, loaded_qualific
             assert not chart["clipped"], (width, chart)
         assert max(chart["drawing"][1] for chart in charts) == tallest
     screenshot("sweep-after-resize")
+
+
+# Every legend's box against every subplot title, annotation and axis title in its chart.
+OVERLAPS = """() => {
+  const hit = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const found = [];
+  document.querySelectorAll('[data-figure]').forEach(el => {
+    const legend = el.querySelector('.legend');
+    if (!legend) return;
+    const box = legend.getBoundingClientRect();
+    el.querySelectorAll('.annotation-text, .g-xtitle, .g-ytitle, .g-x2title, .g-y2title, .gtitle').forEach(t => {
+      if (t.textContent.trim() && hit(box, t.getBoundingClientRect())) found.push([el.id, t.textContent]);
+    });
+  });
+  return found;
+}"""
+
+
+def test_sweep_chart_legends_overlap_no_title(page, login, loaded_qualification):
+    login("editor-a")
+    for width in (1280, 1920):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{page.base_url}/w/team-a/qualification/sweeps/{loaded_qualification.pk}/")
+        page.wait_for_function(
+            "document.querySelectorAll('[data-figure] .main-svg').length >= 4", timeout=20000
+        )
+        assert page.evaluate(OVERLAPS) == [], width
