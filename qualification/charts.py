@@ -417,6 +417,9 @@ def failure_figure(rows: list[dict], labels: dict[str, str]) -> dict | None:
         **base_layout(
             barmode="stack",
             height=360,
+            # Right of the plot, one class per row: above it, a long list wrapped onto the axes.
+            legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left", "yanchor": "top"},
+            margin={"l": 60, "r": 220, "t": 30, "b": 50},
             xaxis={"title": {"text": "context tokens"}, "type": "category"},
             yaxis={"title": {"text": "failed trials"}},
         )
