@@ -756,6 +756,13 @@ def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
         _refresh_analytics(workspace)
     reporter.set_counts(**summary.counts())
     reporter.extend_errors(summary.errors[reported:])
+    if not (summary.calls or summary.compactions or summary.skipped_files):
+        # Not a success: nothing was loaded, and the upload was not loaded before either.
+        raise InputError(
+            "No data: no file of this upload held calls that could be read; the reasons are listed below."
+            if summary.errors
+            else "No data: this upload holds no model calls."
+        )
 
 
 def ingest_paths(

@@ -8,7 +8,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 
 from governance.htmx import htmx_partial
-from governance.models import Job
+from governance.models import Job, JobStatus
 from governance.services import InputError
 from governance.views import WorkspaceListView, WorkspaceTemplateView
 from traces import selectors
@@ -128,9 +128,19 @@ class UploadView(WorkspaceTemplateView):
         except InputError as exc:
             form.add_error("files", str(exc))
             return render(request, self.template_name, self.get_context_data(form=form), status=400)
-        messages.success(
-            request, f"Upload stored. Ingest job #{job.pk} is running; progress below."
-        )
+        job.refresh_from_db()  # without a broker the job has already run
+        if job.status == JobStatus.FAILED:
+            messages.error(request, f"Upload stored, but ingest job #{job.pk} failed: {job.error}")
+        elif job.status == JobStatus.SUCCEEDED:
+            messages.success(
+                request,
+                f"Upload stored and ingested by job #{job.pk}: "
+                f"{job.counts.get('calls', 0):,} calls in {job.counts.get('sessions', 0):,} sessions.",
+            )
+        else:
+            messages.success(
+                request, f"Upload stored. Ingest job #{job.pk} is {job.status}; progress below."
+            )
         return redirect("traces:upload", workspace=self.workspace.slug)
 
     def _too_large(self, request, message):

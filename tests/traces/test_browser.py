@@ -30,7 +30,10 @@ def test_upload_then_read_the_session(page, login, members, workspace, shared_fi
     assert page.locator(".chosen-files li").count() == 2
     page.get_by_role("button", name="Upload and ingest").click()
     page.wait_for_load_state("networkidle")
-    assert page.get_by_text("Upload stored").is_visible()
+    # Without a broker the job ran within the request: the message says what happened.
+    assert page.get_by_text(
+        re.compile(r"Upload stored and ingested by job #\d+: 456 calls in 2 sessions\.")
+    ).is_visible()
     row = page.locator("table tbody tr").first
     row.locator(".status-succeeded").wait_for()
     assert row.locator("td").nth(4).inner_text() == "456"  # 170 Claude + 286 Codex calls
@@ -50,3 +53,21 @@ def test_upload_then_read_the_session(page, login, members, workspace, shared_fi
     names = page.evaluate("document.getElementById('context-timeline').data.map(t => t.name)")
     assert names == ["main", "compaction"]
     screenshot("traces-codex-session", full_page=False)
+
+
+def test_an_upload_of_nothing_readable_fails_honestly(page, login, members, workspace, tmp_path):
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text('{"hello": "world"}\nnot json at all\n')
+    login("editor-a")
+    page.goto(f"{page.base_url}/w/{workspace.slug}/traces/upload/")
+    page.set_input_files("input[type=file]", [str(bad)])
+    page.get_by_role("button", name="Upload and ingest").click()
+    page.wait_for_load_state("networkidle")
+    alert = page.get_by_role("alert").filter(has_text="failed")
+    assert re.search(
+        r"Upload stored, but ingest job #\d+ failed: No data: no file of this upload held calls",
+        alert.inner_text(),
+    )
+    row = page.locator("table tbody tr").first
+    assert row.locator(".status-failed").is_visible()
+    assert row.locator(".status-succeeded").count() == 0
