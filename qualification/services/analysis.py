@@ -9,18 +9,10 @@ from django.db import transaction
 
 from governance.api.exceptions import Conflict
 from governance.models import Job
-from governance.services import (
-    InputError,
-    JobReporter,
-    job_create,
-    job_enqueue,
-)
+from governance.services import InputError, JobReporter, job_create, job_enqueue
 from qualification import selectors
 from qualification.analysis.sweep import analyse_sweep
-from qualification.models import (
-    Qualification,
-    QualificationAnalysis,
-)
+from qualification.models import Qualification, QualificationAnalysis
 
 ANALYSIS_JOB = "qualification_analysis"
 

@@ -7,20 +7,9 @@ import hashlib
 from django.db import transaction
 
 from governance.api.exceptions import Conflict
-from governance.services import (
-    InputError,
-    audit_record,
-)
-from qualification.analysis.limits import (
-    LimitSpec,
-    StageBudget,
-    check_budget,
-)
-from qualification.models import (
-    AssemblyAudit,
-    LimitStatus,
-    OperatingLimit,
-)
+from governance.services import InputError, audit_record
+from qualification.analysis.limits import LimitSpec, StageBudget, check_budget
+from qualification.models import AssemblyAudit, LimitStatus, OperatingLimit
 from qualification.services._common import _user
 
 MAX_PROMPT_CHARS = 2_000_000

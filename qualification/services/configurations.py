@@ -7,16 +7,8 @@ import hashlib
 import orjson
 from django.db import transaction
 
-from governance.services import (
-    InputError,
-    audit_record,
-)
-from qualification.models import (
-    FamilyKind,
-    ModelConfiguration,
-    TaskFamily,
-    Workload,
-)
+from governance.services import InputError, audit_record
+from qualification.models import FamilyKind, ModelConfiguration, TaskFamily, Workload
 from qualification.services._common import _user
 
 DEFAULT_FAMILIES = [

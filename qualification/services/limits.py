@@ -8,15 +8,9 @@ from django.utils import timezone
 
 from governance.api.exceptions import Conflict
 from governance.models import Role
-from governance.services import (
-    InputError,
-    audit_record,
-)
+from governance.services import InputError, audit_record
 from qualification import selectors
-from qualification.analysis.limits import (
-    RESERVE_ACTIONS,
-    SEED_004_STAGES,
-)
+from qualification.analysis.limits import RESERVE_ACTIONS, SEED_004_STAGES
 from qualification.models import (
     LimitStatus,
     OperatingLimit,

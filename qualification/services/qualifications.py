@@ -6,15 +6,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.api.exceptions import Conflict
-from governance.services import (
-    InputError,
-    audit_record,
-)
+from governance.services import InputError, audit_record
 from qualification.analysis.sweep import AnalysisParams
-from qualification.models import (
-    Qualification,
-    QualificationStatus,
-)
+from qualification.models import Qualification, QualificationStatus
 from qualification.services._common import _user
 from qualification.services.configurations import (
     configuration_get_or_create,

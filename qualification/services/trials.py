@@ -21,12 +21,7 @@ from governance.services import (
 )
 from qualification.analysis.tokens import format_tokens
 from qualification.formats.trials import ParsedTrials, parse_trials
-from qualification.models import (
-    Qualification,
-    Task,
-    Trial,
-    TrialUpload,
-)
+from qualification.models import Qualification, Task, Trial, TrialUpload
 from qualification.services._common import _user
 from qualification.services.analysis import analysis_request
 

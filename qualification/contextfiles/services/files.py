@@ -9,10 +9,7 @@ from django.db import transaction
 from governance.services import InputError, audit_record
 from qualification.contextfiles import selectors
 from qualification.contextfiles.analysis.diff import ChangeKind, diff_instructions
-from qualification.contextfiles.analysis.parsing import (
-    content_hash,
-    parse_context_file,
-)
+from qualification.contextfiles.analysis.parsing import content_hash, parse_context_file
 from qualification.contextfiles.models import (
     ContextFile,
     ContextFileRevision,

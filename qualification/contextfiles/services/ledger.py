@@ -8,15 +8,8 @@ from django.db import transaction
 
 from governance.services import InputError, audit_record
 from qualification.contextfiles import selectors
-from qualification.contextfiles.analysis.parsing import (
-    Category,
-    estimate_tokens,
-)
-from qualification.contextfiles.models import (
-    Evaluation,
-    EvaluationArm,
-    Instruction,
-)
+from qualification.contextfiles.analysis.parsing import Category, estimate_tokens
+from qualification.contextfiles.models import Evaluation, EvaluationArm, Instruction
 
 LEDGER_FIELDS = (
     "owner",

@@ -10,9 +10,7 @@ from django.utils import timezone
 from governance.services import InputError, audit_record, job_create, job_enqueue
 from qualification.contextfiles import selectors
 from qualification.contextfiles.analysis import drift
-from qualification.contextfiles.analysis.parsing import (
-    parse_context_file,
-)
+from qualification.contextfiles.analysis.parsing import parse_context_file
 from qualification.contextfiles.formats.listing import ListingError, read_listing
 from qualification.contextfiles.models import (
     CommandVerification,

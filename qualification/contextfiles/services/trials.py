@@ -10,17 +10,8 @@ from django.utils import timezone
 
 from governance.services import InputError, audit_record
 from qualification.contextfiles import selectors
-from qualification.contextfiles.formats.trials import (
-    TrialFormatError,
-    check_batch,
-    read_trials,
-)
-from qualification.contextfiles.models import (
-    DecisionRecord,
-    Evaluation,
-    EvaluationArm,
-    Trial,
-)
+from qualification.contextfiles.formats.trials import TrialFormatError, check_batch, read_trials
+from qualification.contextfiles.models import DecisionRecord, Evaluation, EvaluationArm, Trial
 
 
 class TrialUploadError(InputError):
