@@ -240,11 +240,28 @@ def job_create(
 
 def job_enqueue(*, job: Job, task) -> None:
     """Send the job's id to its Celery task once the current transaction commits. The task's
-    name is kept on the job, for the stale-job sweep to send it again."""
+    name is kept on the job, for the stale-job sweep to send it again.
+
+    `task` is the task or its registered name ("qualification.analyse"): services pass the
+    name, so that they never import tasks (tasks import services)."""
+    if isinstance(task, str):
+        task = task_named(task)
     job.task_name = task.name
     Job.objects.filter(pk=job.pk).update(task_name=task.name)
     job_id = job.pk
     transaction.on_commit(lambda: task.delay(job_id))
+
+
+def task_named(name: str):
+    """The registered Celery task called `name` (KeyError if there is none): services send
+    tasks by name, so that they never import them."""
+    from governance.celery import app
+
+    task = app.tasks.get(name)
+    if task is None:
+        app.loader.import_default_modules()  # registers every app's tasks, in any process
+        task = app.tasks[name]
+    return task
 
 
 class JobReporter:

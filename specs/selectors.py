@@ -14,6 +14,7 @@ from specs.analysis.content import Item, fingerprint
 from specs.analysis.diff import VersionDiff, diff_items, resolved_keys
 from specs.formats import restart
 from specs.formats.markdown import ExportHeader, Source, SpecDocument, render_markdown
+from specs.inputs import SourceInput
 from specs.models import (
     ItemAlternative,
     RestartPackage,
@@ -25,7 +26,6 @@ from specs.models import (
     Verification,
     VersionStatus,
 )
-from specs.services import SourceInput
 from traces.annotations.models import Divergence
 from traces.models import Run, Session
 

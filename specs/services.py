@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
@@ -20,6 +18,7 @@ from django.utils.text import slugify
 
 from governance.models import Membership, Role, Workspace
 from governance.services import audit_record
+from specs import selectors
 from specs.analysis.content import (
     Item,
     canonical_items,
@@ -31,6 +30,7 @@ from specs.analysis.content import (
 from specs.analysis.diff import resolved_keys
 from specs.formats.markdown import ImportResult, MarkdownImportError, parse_markdown
 from specs.formats.restart import INDICATORS, Discrepancy, Indicator, Instruction, Repository
+from specs.inputs import SourceInput, VerificationInput
 from specs.models import (
     RESERVED_SLUGS,
     Consequence,
@@ -68,25 +68,6 @@ class StaleBase(SpecConflict):
 
 class SelfReviewRefused(PermissionDenied):
     """The author of a version tried to approve or reject it."""
-
-
-@dataclass(frozen=True)
-class SourceInput:
-    kind: str  # SourceKind
-    trace_session: object | None = None
-    run: object | None = None
-    divergence: object | None = None
-    url: str = ""
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class VerificationInput:
-    command: str
-    exit_status: int
-    commit: str
-    output: str
-    ran_at: datetime | None = None
 
 
 # --- specs -------------------------------------------------------------------
@@ -282,9 +263,9 @@ def spec_version_import(
         result = parse_markdown(markdown)
     except MarkdownImportError as exc:
         raise ValidationError({"markdown": [str(error) for error in exc.errors]}) from None
-    from specs.selectors import sources_from_tokens
-
-    sources = sources_from_tokens(workspace=spec.workspace, sources=result.document.sources)
+    sources = selectors.sources_from_tokens(
+        workspace=spec.workspace, sources=result.document.sources
+    )
     version = spec_version_create(
         spec=spec,
         author=author,

@@ -27,6 +27,7 @@ from governance.services import (
     audit_record,
     job_create,
     job_enqueue,
+    task_named,
     workspace_bump_data_version,
 )
 from traces.derive import sessions_derive_many
@@ -247,8 +248,6 @@ def trace_uploads_receive(
 def ingest_job_queue(
     *, workspace: Workspace, user, uploads: list[RawUpload], fmt: str = "auto"
 ) -> Job:
-    from traces.tasks import ingest_uploads
-
     names = ", ".join(u.original_name for u in uploads[:3]) + ("…" if len(uploads) > 3 else "")
     with transaction.atomic():
         job = job_create(
@@ -270,7 +269,7 @@ def ingest_job_queue(
                 "sha256": [u.sha256[:16] for u in uploads],
             },
         )
-        job_enqueue(job=job, task=ingest_uploads)
+        job_enqueue(job=job, task="traces.ingest_uploads")
     return job
 
 
@@ -1008,10 +1007,10 @@ def derive_pending_queue(*, workspace_id: int) -> None:
     Spans arrive in many small requests; deriving on each would repeat the same work."""
     from django.core.cache import cache
 
-    from traces.tasks import derive_pending
-
     if cache.add(f"traces:derive-pending:{workspace_id}", 1, timeout=DERIVE_DEBOUNCE_SECONDS):
-        derive_pending.apply_async(args=[workspace_id], countdown=DERIVE_DEBOUNCE_SECONDS)
+        task_named("traces.derive_pending").apply_async(
+            args=[workspace_id], countdown=DERIVE_DEBOUNCE_SECONDS
+        )
 
 
 def derive_pending_queue_all() -> list[int]:

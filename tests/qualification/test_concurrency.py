@@ -50,7 +50,7 @@ def test_two_batches_racing_for_the_same_trials_one_loads_the_other_saves_nothin
         checked.wait()
         return result
 
-    monkeypatch.setattr(services, "_check_against_database", check_then_wait)
+    monkeypatch.setattr(services.trials, "_check_against_database", check_then_wait)
     batches = {"a.csv": to_csv(planted_rows), "b.csv": to_csv(list(reversed(planted_rows)))}
     uploads = {}
 
@@ -100,7 +100,7 @@ def test_upload_progress_is_visible_to_other_connections_before_the_rows_are(
     make_qualification, planted_rows, members, monkeypatch
 ):
     qualification = make_qualification()
-    monkeypatch.setattr(services, "TRIAL_INSERT_BATCH", 500)
+    monkeypatch.setattr(services.trials, "TRIAL_INSERT_BATCH", 500)
     seen = []
     report = services._SavedRowsProgress.report
 

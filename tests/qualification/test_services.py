@@ -200,7 +200,7 @@ def test_upload_progress_counts_rows_saved_batch_by_batch(
 ):
     if connection.vendor == "postgresql":
         pytest.skip("test_concurrency reads the progress from a second PostgreSQL connection")
-    monkeypatch.setattr(services, "TRIAL_INSERT_BATCH", 500)
+    monkeypatch.setattr(services.trials, "TRIAL_INSERT_BATCH", 500)
     seen = []
     report = services._SavedRowsProgress.report
 
@@ -233,7 +233,7 @@ def test_a_batch_that_loses_a_race_saves_nothing_and_is_rejected(
     # runs on PostgreSQL in test_concurrency); the unique cell constraint catches it on insert.
     check = services._check_against_database
     monkeypatch.setattr(
-        services,
+        services.trials,
         "_check_against_database",
         lambda qualification, parsed, *, partial: {
             **check(qualification, parsed, partial=partial),
@@ -242,7 +242,7 @@ def test_a_batch_that_loses_a_race_saves_nothing_and_is_rejected(
     )
     fresh = [{**r, "task_id": "retr-new"} for r in planted_rows if r["task_id"] == "retr-001"]
     assert len(fresh) == 25
-    monkeypatch.setattr(services, "TRIAL_INSERT_BATCH", 25)  # the fresh task's rows go first
+    monkeypatch.setattr(services.trials, "TRIAL_INSERT_BATCH", 25)  # the fresh task's rows go first
     reported = []
     report = services._SavedRowsProgress.report
     monkeypatch.setattr(

@@ -392,8 +392,6 @@ def analytics_refresh_queue(
     for job in pending:
         if _reusable(job, current):
             return job
-    from traces.analytics.tasks import compute_analytics
-
     with transaction.atomic():
         job = job_create(
             workspace=workspace,
@@ -408,5 +406,5 @@ def analytics_refresh_queue(
             },
             progress_unit="analyses",
         )
-        job_enqueue(job=job, task=compute_analytics)
+        job_enqueue(job=job, task="traces.compute_analytics")
     return job
