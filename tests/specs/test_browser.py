@@ -210,9 +210,7 @@ def test_the_diff_keeps_the_spaces_between_changed_words(page, login, in_review,
     _spec, _v1, v2 = in_review
     login("reviewer-a")
     page.goto(f"{page.base_url}/w/team-a/specs/versions/{v2.pk}/diff/")
-    row = page.locator("tr").filter(
-        has=page.locator(".diff-after", has_text="S3-compatible store")
-    )
+    row = page.locator("tr").filter(has=page.locator(".diff-after", has_text="S3-compatible store"))
     before = row.locator(".diff-before .diff-text")
     after = row.locator(".diff-after .diff-text")
     # What a reviewer reads is each side's own sentence, word for word.
