@@ -12,7 +12,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
-from governance.htmx import htmx_partial
+from governance.htmx import render_region
 from governance.models import Role
 from governance.selectors import workspace_members
 from governance.views import WorkspaceListView, WorkspaceMixin, WorkspaceTemplateView
@@ -228,7 +228,7 @@ class VersionPageMixin(WorkspaceMixin):
             else [],
             "is_author": is_author,
             "may_decide": version.is_in_review
-            and self.membership.role >= Role.REVIEWER
+            and self.membership.has_role(Role.REVIEWER)
             and not is_author,
             "fingerprint_ok": selectors.fingerprint_verified(version=version),
             "other_versions": selectors.versions_of(spec=version.spec).exclude(pk=version.pk),
@@ -617,10 +617,7 @@ class VersionDiffView(WorkspaceTemplateView):
             "categories": [(c, *CATEGORY_LABELS[c]) for c in CATEGORIES],
             "other_versions": selectors.versions_of(spec=version.spec).exclude(pk=version.pk),
         }
-        template = (
-            f"{self.template_name}#comparison" if htmx_partial(request) else self.template_name
-        )
-        return render(request, template, context)
+        return render_region(request, self.template_name, "comparison", context)
 
 
 class VersionExportView(WorkspaceMixin, View):

@@ -8,11 +8,11 @@ from dataclasses import asdict
 
 from django.contrib import messages
 from django.http import HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from governance.htmx import htmx_partial
+from governance.htmx import render_region
 from governance.models import JobStatus, Role
 from governance.views import WorkspaceTemplateView
 from traces.analysis.costs import MIN_AGENTS_STEPS
@@ -197,9 +197,7 @@ class WhatIfPage(AnalyticsPage):
     def get(self, request, *args, **kwargs):
         context = self.get_context_data(**kwargs)
         context.update(_what_if_context(request, context))
-        if htmx_partial(request):
-            return render(request, f"{self.template_name}#model", context)
-        return render(request, self.template_name, context)
+        return render_region(request, self.template_name, "model", context)
 
 
 def _what_if_context(request, context: dict) -> dict:

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from governance.htmx import htmx_partial
+from governance.htmx import htmx_partial, render_region
 from governance.models import Role
 from governance.views import WorkspaceListView, WorkspaceTemplateView
 from traces.annotations import charts, selectors, services
@@ -257,9 +257,7 @@ class CallPartView(WorkspaceTemplateView):
             "segments": segments(text) if kind in {"text", "thinking", "prompt"} else None,
             "back": _safe_next(request, request.GET.get("back")),
         }
-        if htmx_partial(request):
-            return render(request, f"{self.template_name}#part", context)
-        return render(request, self.template_name, context)
+        return render_region(request, self.template_name, "part", context)
 
 
 def _safe_next(request, url: str | None) -> str | None:
@@ -440,7 +438,7 @@ class QueueListView(WorkspaceTemplateView):
         page = Paginator(selectors.queues_for(workspace=self.workspace), 25).get_page(
             request.GET.get("page")
         )
-        can_build = self.membership.role >= services.QUEUE_BUILD_ROLE
+        can_build = self.membership.has_role(services.QUEUE_BUILD_ROLE)
         context = self.get_context_data(
             page_obj=page,
             queues=page.object_list,
@@ -524,7 +522,7 @@ class QueueDetailView(WorkspaceTemplateView):
             window=window,
             is_member=is_member,
             mine=selectors.open_assignment(queue=queue, user=self.request.user),
-            can_manage=self.membership.role >= services.QUEUE_BUILD_ROLE,
+            can_manage=self.membership.has_role(services.QUEUE_BUILD_ROLE),
             is_admin=is_admin,
             **kwargs,
         )
