@@ -14,9 +14,9 @@ def workspace(request):
         "workspace": current,
         "membership": membership,
         "role_name": Role(membership.role).label,
-        "can_edit": membership.role >= Role.EDITOR,
-        "can_review": membership.role >= Role.REVIEWER,
-        "is_admin": membership.role >= Role.ADMIN,
+        "can_edit": membership.has_role(Role.EDITOR),
+        "can_review": membership.has_role(Role.REVIEWER),
+        "is_admin": membership.has_role(Role.ADMIN),
         "nav_menu": menu_for(workspace=current, role=membership.role, current_path=request.path),
         "other_memberships": memberships_for_user(user=request.user).exclude(workspace=current),
     }

@@ -17,7 +17,7 @@ from django.views.generic import TemplateView
 from django_htmx.http import HttpResponseStopPolling
 
 from governance import forms, selectors, services
-from governance.htmx import htmx_partial
+from governance.htmx import htmx_partial, render_region
 from governance.models import ApiToken, Role
 from governance.selectors import membership_get, memberships_for_user
 
@@ -103,10 +103,7 @@ class WorkspaceListView(WorkspaceMixin, View):
             paginator=paginator,
             sort=sort,
         )
-        template = (
-            f"{self.template_name}#{self.region}" if htmx_partial(request) else self.template_name
-        )
-        return render(request, template, context)
+        return render_region(request, self.template_name, self.region, context)
 
 
 # --- core pages -------------------------------------------------------------
@@ -163,12 +160,10 @@ class JobDetailView(WorkspaceTemplateView):
     def get(self, request, *args, **kwargs):
         job = selectors.job_get(workspace=self.workspace, pk=kwargs["pk"])
         context = {"job": job}
-        if htmx_partial(request):
-            response = render(request, f"{self.template_name}#progress", context)
-            if job.is_finished:
-                response.status_code = HttpResponseStopPolling.status_code
-            return response
-        return render(request, self.template_name, context)
+        response = render_region(request, self.template_name, "progress", context)
+        if htmx_partial(request) and job.is_finished:
+            response.status_code = HttpResponseStopPolling.status_code
+        return response
 
 
 class JobListView(WorkspaceListView):
@@ -243,7 +238,7 @@ class TokensView(WorkspaceTemplateView):
     write_role = Role.VIEWER
 
     def get_context_data(self, **kwargs):
-        user_filter = None if self.membership.role >= Role.ADMIN else self.request.user
+        user_filter = None if self.membership.has_role(Role.ADMIN) else self.request.user
         return super().get_context_data(
             tokens=selectors.api_tokens_for(workspace=self.workspace, user=user_filter),
             form=kwargs.pop("form", forms.TokenForm()),
@@ -253,7 +248,7 @@ class TokensView(WorkspaceTemplateView):
     def post(self, request, *args, **kwargs):
         if "revoke" in request.POST:
             tokens = ApiToken.objects.filter(workspace=self.workspace)
-            if self.membership.role < Role.ADMIN:
+            if not self.membership.has_role(Role.ADMIN):
                 tokens = tokens.filter(user=request.user)
             token = tokens.filter(pk=request.POST["revoke"]).first()
             if token is None:

@@ -160,14 +160,14 @@ def _captions(result: dict, previous) -> dict:
 
 
 def qualification_context(request, qualification, **extra) -> dict:
-    """Everything the sweep page shows; requests the analysis when it is missing or stale."""
+    """Everything the sweep page shows. It only reads: a missing or stale analysis is shown
+    as such, with the job computing it if one is queued. The analysis is requested by a POST
+    (the trial-load job when a complete upload lands, or the page's Run analysis button)."""
     summary = selectors.trial_summary(qualification=qualification)
     analysis = selectors.analysis_current(qualification=qualification)
     job = None
     if analysis is None and summary["trials"]:
-        # Analysis is a cached computation of the current trials: asking for it is safe.
-        job = services.analysis_request(qualification=qualification, actor=request.user)
-        analysis = selectors.analysis_current(qualification=qualification)
+        job = selectors.analysis_job_pending(qualification=qualification)
     shown = analysis or selectors.analysis_latest(qualification=qualification)
     result = shown.result if shown else None
     previous = qualification.supersedes
@@ -175,7 +175,6 @@ def qualification_context(request, qualification, **extra) -> dict:
     if previous is not None and result is not None:
         previous_analysis = selectors.analysis_current(qualification=previous)
         if previous_analysis is None and selectors.trial_summary(qualification=previous)["trials"]:
-            services.analysis_request(qualification=previous, actor=request.user)
             previous_analysis = selectors.analysis_latest(qualification=previous)
         previous_result = previous_analysis.result if previous_analysis else None
     figures, captions = {}, {}
@@ -261,6 +260,10 @@ class QualificationAnalyseView(WorkspaceTemplateView):
     def post(self, request, *args, **kwargs):
         qualification = selectors.qualification_get(workspace=self.workspace, pk=kwargs["pk"])
         services.analysis_request(qualification=qualification, actor=request.user)
+        previous = qualification.supersedes
+        # The page compares with the superseded sweep's curves: ask for them too if missing.
+        if previous is not None and selectors.trial_summary(qualification=previous)["trials"]:
+            services.analysis_request(qualification=previous, actor=request.user)
         return redirect(self.wreverse("qualification:detail", qualification.pk))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
@@ -331,6 +332,133 @@ def packages_for(*, workspace: Workspace) -> QuerySet[RestartPackage]:
         .annotate(verification_count=Count("verifications"))
         .order_by("-created_at", "-id")
     )
+
+
+def authoritative_versions(*, workspace: Workspace) -> QuerySet[SpecVersion]:
+    """The versions a restart package may hand off from, by specification title."""
+    return (
+        versions_for(workspace=workspace)
+        .filter(status=VersionStatus.AUTHORITATIVE)
+        .order_by("spec__title")
+    )
+
+
+@dataclass
+class PackagePrefill:
+    initial: dict
+    notes: list[str] = field(default_factory=list)
+    verification_rows: list[dict] | None = None  # set when copied from a package
+    discrepancy_rows: list[dict] | None = None
+
+
+def _number(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def restart_package_prefill(*, workspace: Workspace, params) -> PackagePrefill:
+    """The builder's starting values from `?from_package=<id>`, `?spec_version=<id>`,
+    `?session=<id>` and `?indicators=a,b`, with a note for each value that was not used.
+
+    An unknown `from_package` is a 404; the other parameters are ignored with a note."""
+    prefill = PackagePrefill(initial={})
+    if params.get("from_package"):
+        _prefill_from_package(prefill, workspace, params["from_package"])
+    if params.get("spec_version"):
+        _prefill_version(prefill, workspace, params["spec_version"])
+    if prefill.initial.get("spec_version") and not prefill.initial.get("authoritative_sources"):
+        version = (
+            authoritative_versions(workspace=workspace)
+            .filter(pk=_number(prefill.initial["spec_version"]))
+            .first()
+        )
+        if version:
+            prefill.initial["authoritative_sources"] = (
+                f"Specification '{version.spec.title}' v{version.number} "
+                f"(sha256:{version.fingerprint[:12]})\nThe repository at the handoff commit"
+            )
+    if params.get("session"):
+        _prefill_session(prefill, workspace, params["session"])
+    if params.get("indicators"):
+        _prefill_indicators(prefill, params["indicators"])
+    return prefill
+
+
+def _prefill_from_package(prefill: PackagePrefill, workspace: Workspace, source) -> None:
+    number = _number(source)
+    if number is None:
+        raise Http404("No such restart package.")
+    package = package_get(workspace=workspace, pk=number)
+    current = current_of(version=package.spec_version)
+    prefill.initial.update(
+        title=package.title,
+        spec_version=str(current.pk) if current else "",
+        trace_session=package.trace_session_id,
+        remote=package.repository_remote,
+        branch=package.branch,
+        commit=package.commit,
+        completed_changes="\n".join(package.completed_changes),
+        changed_files="\n".join(package.changed_files),
+        current_failures="\n".join(package.current_failures),
+        authoritative_sources="\n".join(package.authoritative_sources),
+        next_action=package.next_action,
+        indicators=[i["slug"] for i in package.indicators],
+        other_indicator=next((i["note"] for i in package.indicators if i["slug"] == "other"), ""),
+    )
+    prefill.verification_rows = [
+        {
+            "index": v.position,
+            "command": v.command,
+            "exit_status": v.exit_status,
+            "commit": v.commit,
+            "output": v.output.content,
+            "errors": {},
+        }
+        for v in package.verifications.all()
+    ]
+    prefill.discrepancy_rows = [
+        dict(d, index=i, errors={}) for i, d in enumerate(package.discrepancies)
+    ]
+    prefill.notes.append(
+        f"Copied from package #{package.pk}; the specification is set to the current "
+        "authoritative version."
+    )
+
+
+def _prefill_version(prefill: PackagePrefill, workspace: Workspace, version_id) -> None:
+    version = authoritative_versions(workspace=workspace).filter(pk=_number(version_id)).first()
+    if version is None:
+        prefill.notes.append(
+            f"Version {version_id} is not an authoritative version in this workspace; "
+            "choose one below."
+        )
+    else:
+        prefill.initial["spec_version"] = str(version.pk)
+
+
+def _prefill_session(prefill: PackagePrefill, workspace: Workspace, session_id) -> None:
+    session = trace_session_for(workspace=workspace, pk=session_id)
+    if session is None:
+        prefill.notes.append(
+            f"Trace session {session_id} is not in this workspace; it was not linked."
+        )
+        return
+    prefill.initial["trace_session"] = session.pk
+    prefill.initial.setdefault("branch", session.git_branch)
+    if not prefill.initial.get("title"):
+        prefill.initial["title"] = f"Restart of {session.title or session}"[:200]
+
+
+def _prefill_indicators(prefill: PackagePrefill, value: str) -> None:
+    slugs = [slug.strip() for slug in value.split(",") if slug.strip()]
+    unknown = [slug for slug in slugs if slug not in restart.INDICATORS]
+    if unknown:
+        prefill.notes.append(
+            f"Unknown indicator{'s' if len(unknown) > 1 else ''} ignored: {', '.join(unknown)}."
+        )
+    prefill.initial["indicators"] = [slug for slug in slugs if slug in restart.INDICATORS]
 
 
 def package_get(*, workspace: Workspace, pk: int) -> RestartPackage:

@@ -12,7 +12,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
-from governance.htmx import htmx_partial
+from governance.htmx import render_region
 from governance.models import Role
 from governance.selectors import workspace_members
 from governance.views import WorkspaceListView, WorkspaceMixin, WorkspaceTemplateView
@@ -228,7 +228,7 @@ class VersionPageMixin(WorkspaceMixin):
             else [],
             "is_author": is_author,
             "may_decide": version.is_in_review
-            and self.membership.role >= Role.REVIEWER
+            and self.membership.has_role(Role.REVIEWER)
             and not is_author,
             "fingerprint_ok": selectors.fingerprint_verified(version=version),
             "other_versions": selectors.versions_of(spec=version.spec).exclude(pk=version.pk),
@@ -617,10 +617,7 @@ class VersionDiffView(WorkspaceTemplateView):
             "categories": [(c, *CATEGORY_LABELS[c]) for c in CATEGORIES],
             "other_versions": selectors.versions_of(spec=version.spec).exclude(pk=version.pk),
         }
-        template = (
-            f"{self.template_name}#comparison" if htmx_partial(request) else self.template_name
-        )
-        return render(request, template, context)
+        return render_region(request, self.template_name, "comparison", context)
 
 
 class VersionExportView(WorkspaceMixin, View):
@@ -695,97 +692,15 @@ class PackageCreateView(WorkspaceTemplateView):
     read_role = Role.EDITOR
 
     def versions(self):
-        return (
-            selectors.versions_for(workspace=self.workspace)
-            .filter(status=VersionStatus.AUTHORITATIVE)
-            .order_by("spec__title")
-        )
+        return selectors.authoritative_versions(workspace=self.workspace)
 
     def get(self, request, *args, **kwargs):
-        initial, prefill_notes = self.prefill(request.GET)
-        form = forms.PackageForm(initial=initial, versions=self.versions())
-        if initial.get("_rows"):
-            form.verification_rows, form.discrepancy_rows = initial.pop("_rows")
-        return render(request, self.template_name, self.context(form, prefill_notes))
-
-    def prefill(self, params) -> tuple[dict, list[str]]:
-        initial: dict = {}
-        notes: list[str] = []
-        source = params.get("from_package")
-        if source:
-            package = selectors.package_get(workspace=self.workspace, pk=_int_or_404(source))
-            current = selectors.current_of(version=package.spec_version)
-            initial.update(
-                title=package.title,
-                spec_version=str(current.pk) if current else "",
-                trace_session=package.trace_session_id,
-                remote=package.repository_remote,
-                branch=package.branch,
-                commit=package.commit,
-                completed_changes="\n".join(package.completed_changes),
-                changed_files="\n".join(package.changed_files),
-                current_failures="\n".join(package.current_failures),
-                authoritative_sources="\n".join(package.authoritative_sources),
-                next_action=package.next_action,
-                indicators=[i["slug"] for i in package.indicators],
-                other_indicator=next(
-                    (i["note"] for i in package.indicators if i["slug"] == "other"), ""
-                ),
-            )
-            initial["_rows"] = (
-                [
-                    {
-                        "index": v.position,
-                        "command": v.command,
-                        "exit_status": v.exit_status,
-                        "commit": v.commit,
-                        "output": v.output.content,
-                        "errors": {},
-                    }
-                    for v in package.verifications.all()
-                ],
-                [dict(d, index=i, errors={}) for i, d in enumerate(package.discrepancies)],
-            )
-            notes.append(
-                f"Copied from package #{package.pk}; the specification is set to the current authoritative version."
-            )
-        version_id = params.get("spec_version")
-        if version_id:
-            version = self.versions().filter(pk=_int_or_none(version_id)).first()
-            if version is None:
-                notes.append(
-                    f"Version {version_id} is not an authoritative version in this workspace; choose one below."
-                )
-            else:
-                initial["spec_version"] = str(version.pk)
-        if initial.get("spec_version") and not initial.get("authoritative_sources"):
-            version = self.versions().filter(pk=_int_or_none(initial["spec_version"])).first()
-            if version:
-                initial["authoritative_sources"] = (
-                    f"Specification '{version.spec.title}' v{version.number} "
-                    f"(sha256:{version.fingerprint[:12]})\nThe repository at the handoff commit"
-                )
-        session_id = params.get("session")
-        if session_id:
-            session = selectors.trace_session_for(workspace=self.workspace, pk=session_id)
-            if session is None:
-                notes.append(
-                    f"Trace session {session_id} is not in this workspace; it was not linked."
-                )
-            else:
-                initial["trace_session"] = session.pk
-                initial.setdefault("branch", session.git_branch)
-                if not initial.get("title"):
-                    initial["title"] = f"Restart of {session.title or session}"[:200]
-        if params.get("indicators"):
-            slugs = [slug.strip() for slug in params["indicators"].split(",") if slug.strip()]
-            unknown = [slug for slug in slugs if slug not in INDICATORS]
-            if unknown:
-                notes.append(
-                    f"Unknown indicator{'s' if len(unknown) > 1 else ''} ignored: {', '.join(unknown)}."
-                )
-            initial["indicators"] = [slug for slug in slugs if slug in INDICATORS]
-        return initial, notes
+        prefill = selectors.restart_package_prefill(workspace=self.workspace, params=request.GET)
+        form = forms.PackageForm(initial=prefill.initial, versions=self.versions())
+        if prefill.verification_rows is not None:
+            form.verification_rows = prefill.verification_rows
+            form.discrepancy_rows = prefill.discrepancy_rows
+        return render(request, self.template_name, self.context(form, prefill.notes))
 
     def context(self, form, prefill_notes=(), **extra):
         session = None
@@ -883,13 +798,6 @@ def _int_or_none(value):
         return int(value)
     except (TypeError, ValueError):
         return None
-
-
-def _int_or_404(value) -> int:
-    number = _int_or_none(value)
-    if number is None:
-        raise Http404("No such restart package.")
-    return number
 
 
 class PackageRowView(WorkspaceMixin, View):

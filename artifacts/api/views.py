@@ -18,7 +18,7 @@ from artifacts.filters import ArtifactFilter
 from artifacts.models import Artifact, ArtifactWriteFailure
 from artifacts.storage import StorageFailed
 from governance.api.permissions import resolve_api_workspace
-from governance.api.viewsets import WorkspaceScopedMixin
+from governance.api.viewsets import WorkspaceReadOnlyViewSet, WorkspaceScopedMixin
 from governance.models import Role
 from governance.services import InputError
 
@@ -505,7 +505,7 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
 
 
 @extend_schema(tags=["artifacts"])
-class WriteFailureViewSet(WorkspaceScopedMixin, viewsets.ReadOnlyModelViewSet):
+class WriteFailureViewSet(WorkspaceReadOnlyViewSet):
     """Writes that stored nothing, with the reason: failures stay visible."""
 
     serializer_class = s.WriteFailureSerializer

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from governance import services
 from governance.api import serializers
-from governance.api.viewsets import WorkspaceScopedMixin
+from governance.api.viewsets import WorkspaceReadOnlyViewSet, WorkspaceScopedMixin
 from governance.models import ApiToken, AuditEvent, Job, Membership, Role
 
 
@@ -32,7 +32,7 @@ class JobFilter(django_filters.FilterSet):
         fields = ["kind", "status"]
 
 
-class JobViewSet(WorkspaceScopedMixin, viewsets.ReadOnlyModelViewSet):
+class JobViewSet(WorkspaceReadOnlyViewSet):
     """Background jobs (ingests, uploads, analyses) with progress, counts and errors."""
 
     queryset = Job.objects.select_related("created_by")
@@ -41,7 +41,7 @@ class JobViewSet(WorkspaceScopedMixin, viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["created_at", "finished_at"]
 
 
-class AuditEventViewSet(WorkspaceScopedMixin, viewsets.ReadOnlyModelViewSet):
+class AuditEventViewSet(WorkspaceReadOnlyViewSet):
     """Every state-changing action in the workspace: who, what, when and which object."""
 
     queryset = AuditEvent.objects.select_related("actor")
@@ -94,7 +94,7 @@ class ApiTokenViewSet(
 
     def get_queryset(self):
         tokens = super().get_queryset()
-        if self.request.membership.role >= Role.ADMIN:
+        if self.request.membership.has_role(Role.ADMIN):
             return tokens
         return tokens.filter(user=self.request.user)
 

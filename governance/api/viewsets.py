@@ -15,7 +15,7 @@ class WorkspaceScopedMixin:
 
 
 class WorkspaceReadOnlyViewSet(WorkspaceScopedMixin, viewsets.ReadOnlyModelViewSet):
-    pass
+    """List and retrieve, nothing else (jobs, audit events, write failures)."""
 
 
 class WorkspaceViewSet(

@@ -132,3 +132,27 @@ def test_columns_streamed_in_many_blocks_equal_one_block(corpus, workspace, monk
     assert np.array_equal(blocks.call_session, whole.call_session)
     assert np.array_equal(blocks.call_task_type, whole.call_task_type)
     assert blocks.agents == whole.agents
+
+
+def test_what_if_is_the_model_the_page_and_the_api_both_show():
+    from traces.analysis.cycle import CycleInputError, CycleParams, evaluate
+    from traces.analytics.selectors import what_if
+
+    seed = {"post_compaction_tokens": 65_588, "growth_per_step": 1_470, "summary_tokens": 4_382}
+    plain = what_if(**seed, penalty_steps=28, thresholds=[232_000])
+    expected_model = evaluate(CycleParams(65_588, 1_470, 4_382, 28), thresholds=[232_000])
+    assert plain.model.as_dict() == expected_model.as_dict()
+    assert (plain.tail, plain.exchange, plain.sensitivity) == (None, None, None)
+
+    full = what_if(
+        **seed, penalty_steps=28, tail_tokens=60_000, tail_penalty_steps=14,
+        compare=(232_000, 600_000), penalties=[0, 28, 40],
+    )  # fmt: skip
+    assert full.tail["penalty_steps"] == 14
+    assert full.tail["model"] == evaluate(CycleParams(125_588, 1_470, 4_382, 14)).as_dict()
+    assert full.exchange is not None and full.exchange_error is None
+    assert [row["penalty_steps"] for row in full.sensitivity] == [0, 28, 40]
+
+    with pytest.raises(CycleInputError) as caught:
+        what_if(**seed, penalty_steps=28, tail_tokens=10**9)
+    assert caught.value.field == "tail_tokens"

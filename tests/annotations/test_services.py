@@ -304,3 +304,46 @@ def test_calls_are_not_keyed_by_foreign_key(small_session, members):
     assert not [
         f for f in Divergence._meta.get_fields() if getattr(f, "related_model", None) is Call
     ]
+
+
+def test_marks_visible_to_hides_others_marks_until_you_mark(small_session, members, workspace):
+    from governance.models import Membership
+    from traces.annotations.analysis.agreement import Rating
+
+    run = main_run(small_session)
+    theirs = mark(small_session, members["editor"], call_in(run, 2).session_index)
+    member = {
+        role: Membership.objects.get(workspace=workspace, user=u) for role, u in members.items()
+    }
+    scope = selectors.scope_for(agent=run.agent, run=run)
+
+    def scope_marks():
+        return selectors.marks_in_scope(scope=scope)
+
+    blind = selectors.marks_visible_to(membership=member["reviewer"], marks=scope_marks())
+    assert (blind.marks, blind.hidden, blind.revealed) == ([], 1, False)
+    asked = selectors.marks_visible_to(
+        membership=member["reviewer"], marks=scope_marks(), asked=True
+    )
+    assert ([m.pk for m in asked.marks], asked.hidden, asked.revealed) == ([theirs.pk], 0, True)
+    for role in ("viewer", "admin"):  # cannot mark, or adjudicates: sees every mark
+        seen = selectors.marks_visible_to(membership=member[role], marks=scope_marks())
+        assert ([m.pk for m in seen.marks], seen.hidden, seen.revealed) == ([theirs.pk], 0, True)
+    own = selectors.marks_visible_to(membership=member["editor"], marks=scope_marks())
+    assert ([m.pk for m in own.marks], own.hidden, own.revealed) == ([theirs.pk], 0, True)
+
+    mine = mark(small_session, members["reviewer"], call_in(run, 3).session_index)
+    after = selectors.marks_visible_to(membership=member["reviewer"], marks=scope_marks())
+    assert sorted(m.pk for m in after.marks) == sorted([theirs.pk, mine.pk])
+    assert (after.hidden, after.revealed) == (0, True)
+
+    # Queue ratings: hidden while the run can still come to you, shown once you rated or it cannot.
+    ratings = [Rating(members["editor"].pk, 4, "repetition")]
+    queued = selectors.marks_visible_to(membership=member["reviewer"], marks=ratings)
+    assert (queued.marks, queued.hidden, queued.revealed) == ([], 1, False)
+    full = selectors.marks_visible_to(
+        membership=member["reviewer"], marks=ratings, can_still_mark=False
+    )
+    assert (full.marks, full.hidden, full.revealed) == (ratings, 0, True)
+    rated = [*ratings, Rating(members["reviewer"].pk, None, "none")]
+    assert selectors.marks_visible_to(membership=member["reviewer"], marks=rated).revealed is True

@@ -264,6 +264,15 @@ def test_analysis_region_polls_until_the_job_finishes(client_for, loaded_qualifi
     Qualification.objects.filter(pk=loaded_qualification.pk).update(data_version=2)
     client = client_for("viewer")
     url = f"{BASE}/sweeps/{loaded_qualification.pk}/?region=analysis"
+    # A GET only reads: the new version is shown as not analysed, with a button, and no job.
+    jobs = Job.objects.filter(kind="qualification_analysis").count()
+    missing = client.get(url, HTTP_HX_REQUEST="true")
+    body = missing.content.decode()
+    assert missing.status_code == 286 and "hx-trigger" not in body
+    assert "Showing the analysis of trial version 1; version 2 is not analysed yet." in body
+    assert "Analyse version 2" in body
+    assert Job.objects.filter(kind="qualification_analysis").count() == jobs
+    assert client.post(f"{BASE}/sweeps/{loaded_qualification.pk}/analyse/").status_code == 302
     # The new version's analysis is queued (not run yet): the region shows progress and polls,
     # and the previous version's results stay visible, marked as such.
     pending = client.get(url, HTTP_HX_REQUEST="true")

@@ -22,6 +22,15 @@ from governance.models import Job, JobStatus, Workspace
 from traces.analysis.compactions import CompactionColumns
 from traces.analysis.costs import CallColumns
 from traces.analysis.coverage import TouchColumns
+from traces.analysis.cycle import (
+    CycleInputError,
+    CycleParams,
+    CycleResult,
+    evaluate,
+    exchange_rate,
+    sensitivity,
+    tail_scenario,
+)
 from traces.analysis.incidents import AgentRow
 from traces.analytics.models import AnalyticsResult
 from traces.filters import text_contains
@@ -446,3 +455,62 @@ def failed_on(job: Job | None, data_version: int) -> bool:
 def failure_reason(job: Job) -> str:
     """The first line of a failed job's error (the rest is its traceback)."""
     return (job.error or "").strip().split("\n", 1)[0] or "no reason was recorded"
+
+
+# --- the what-if calculator -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    params: CycleParams
+    model: CycleResult
+    tail: dict | None = None  # {"tail_tokens", "penalty_steps", "model": CycleResult.as_dict()}
+    exchange: dict | None = None  # ExchangeRate.as_dict() between the two compared thresholds
+    exchange_error: str | None = None
+    sensitivity: list[dict] | None = None  # T* and its region for each P asked for
+
+
+def what_if(
+    *,
+    post_compaction_tokens: float,
+    growth_per_step: float,
+    summary_tokens: float,
+    penalty_steps: float,
+    thresholds: list[float] | None = None,
+    points: int = 200,
+    tail_tokens: float | None = None,
+    tail_penalty_steps: float = 0,
+    compare: tuple[float, float] | None = None,
+    penalties: list[float] | None = None,
+) -> WhatIf:
+    """The compaction-cycle model for S, D, SUMM and P (with f(T)/f(T*) at `thresholds`), and
+    on request: the same with a preserved verbatim tail, the price of one avoided compaction
+    between the two `compare` thresholds, and the optimum's sensitivity to P (`penalties`,
+    plus the given P). The page and the API both answer from here.
+
+    Raises CycleInputError naming the field; an impossible tail is named `tail_tokens`. An
+    exchange rate that cannot be priced is reported in `exchange_error`, not raised."""
+    params = CycleParams(post_compaction_tokens, growth_per_step, summary_tokens, penalty_steps)
+    model = evaluate(params, thresholds=thresholds, points=points)
+    tail = None
+    if tail_tokens:
+        tail_params = tail_scenario(params, tail_tokens, tail_penalty_steps or 0)
+        try:
+            tail_model = evaluate(tail_params).as_dict()
+        except CycleInputError as exc:
+            raise CycleInputError("tail_tokens", str(exc)) from exc
+        tail = {
+            "tail_tokens": tail_tokens,
+            "penalty_steps": tail_params.penalty_steps,
+            "model": tail_model,
+        }
+    exchange = exchange_error = None
+    if compare:
+        try:
+            exchange = exchange_rate(params, *compare).as_dict()
+        except CycleInputError as exc:
+            exchange_error = str(exc)
+    table = None
+    if penalties is not None:
+        table = sensitivity(params, sorted({*penalties, round(params.penalty_steps, 1)}))
+    return WhatIf(params, model, tail, exchange, exchange_error, table)

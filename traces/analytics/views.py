@@ -8,22 +8,15 @@ from dataclasses import asdict
 
 from django.contrib import messages
 from django.http import HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from governance.htmx import htmx_partial
+from governance.htmx import render_region
 from governance.models import JobStatus, Role
 from governance.views import WorkspaceTemplateView
 from traces.analysis.costs import MIN_AGENTS_STEPS
-from traces.analysis.cycle import (
-    CycleInputError,
-    CycleParams,
-    evaluate,
-    exchange_rate,
-    sensitivity,
-    tail_scenario,
-)
+from traces.analysis.cycle import CycleInputError, CycleParams, exchange_rate
 from traces.analytics import charts, selectors
 from traces.analytics.forms import AnalyticsFilterForm, WhatIfForm
 from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_queue
@@ -204,9 +197,7 @@ class WhatIfPage(AnalyticsPage):
     def get(self, request, *args, **kwargs):
         context = self.get_context_data(**kwargs)
         context.update(_what_if_context(request, context))
-        if htmx_partial(request):
-            return render(request, f"{self.template_name}#model", context)
-        return render(request, self.template_name, context)
+        return render_region(request, self.template_name, "model", context)
 
 
 def _what_if_context(request, context: dict) -> dict:
@@ -240,48 +231,33 @@ def _what_if_context(request, context: dict) -> dict:
 
 
 def _what_if(data: dict) -> dict:
-    params = CycleParams(
-        data["post_compaction_tokens"],
-        data["growth_per_step"],
-        data["summary_tokens"],
-        data["penalty_steps"],
-    )
     marks = [v for v in (data.get("compare_low"), data.get("compare_high")) if v]
     try:
-        model = evaluate(params, thresholds=[m for m in marks if m > params.post_compaction])
+        result = selectors.what_if(
+            post_compaction_tokens=data["post_compaction_tokens"],
+            growth_per_step=data["growth_per_step"],
+            summary_tokens=data["summary_tokens"],
+            penalty_steps=data["penalty_steps"],
+            thresholds=[m for m in marks if m > data["post_compaction_tokens"]],
+            tail_tokens=data.get("tail_tokens"),
+            tail_penalty_steps=data.get("tail_penalty_steps") or 0,
+            compare=(data["compare_low"], data["compare_high"])
+            if data.get("compare_low") and data.get("compare_high")
+            else None,
+            penalties=SENSITIVITY_PENALTIES,
+        )
     except CycleInputError as exc:
         return {"what_if_error": f"{exc.field}: {exc}"}
-    tail = None
-    if data.get("tail_tokens"):
-        tail_params = tail_scenario(
-            params, data["tail_tokens"], data.get("tail_penalty_steps") or 0
-        )
-        try:
-            tail_model = evaluate(tail_params).as_dict()
-        except CycleInputError as exc:
-            return {"what_if_error": f"tail_tokens: {exc}"}
-        tail = {
-            "tail_tokens": data["tail_tokens"],
-            "penalty_steps": tail_params.penalty_steps,
-            "model": tail_model,
-        }
-    exchange = None
-    exchange_error = None
-    if data.get("compare_low") and data.get("compare_high"):
-        try:
-            exchange = exchange_rate(params, data["compare_low"], data["compare_high"]).as_dict()
-        except CycleInputError as exc:
-            exchange_error = str(exc)
-    table = sensitivity(params, sorted({*SENSITIVITY_PENALTIES, round(params.penalty_steps, 1)}))
+    model, tail = result.model, result.tail
     return {
-        "params": asdict(params),
+        "params": asdict(result.params),
         "model": model.as_dict(),
         "tail": tail,
-        "exchange": exchange,
-        "exchange_error": exchange_error,
-        "sensitivity_rows": table,
+        "exchange": result.exchange,
+        "exchange_error": result.exchange_error,
+        "sensitivity_rows": result.sensitivity,
         "what_if_figure": charts.cycle(model.as_dict(), tail=tail, mark=marks),
-        "what_if_sensitivity": charts.sensitivity(table, params.penalty_steps),
+        "what_if_sensitivity": charts.sensitivity(result.sensitivity, result.params.penalty_steps),
         "tail_ratio": (tail["model"]["optimum_cost_per_step"] / model.optimum_cost_per_step)
         if tail
         else None,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
-from governance.models import Membership, Workspace
+from governance.models import Membership, Role, Workspace
 from traces.annotations.analysis import aggregates
 from traces.annotations.analysis.agreement import (
     Rating,
@@ -308,7 +308,48 @@ def marks_in_scope(*, scope: Scope) -> list[Divergence]:
 
 
 def can_annotate(*, membership: Membership) -> bool:
-    return membership.role >= ANNOTATE_ROLE
+    return membership.has_role(ANNOTATE_ROLE)
+
+
+@dataclass(frozen=True)
+class VisibleMarks:
+    marks: list  # what the member may see: every mark, or only their own
+    hidden: int  # others' marks withheld
+    revealed: bool  # others' marks are shown
+
+
+def _own(mark, user_id) -> bool:
+    author = mark.rater if isinstance(mark, Rating) else mark.annotator_id
+    return author == user_id
+
+
+def _has_marked(marks, user_id) -> bool:
+    """A rating on a queue run, or a current divergence mark (a final mark is no rating)."""
+    return any(
+        _own(m, user_id) and (isinstance(m, Rating) or m.kind == MarkKind.MARK) for m in marks
+    )
+
+
+def marks_visible_to(
+    *, membership: Membership, marks, can_still_mark: bool = True, asked: bool = False
+) -> VisibleMarks:
+    """Blind marking: an annotator who has not marked a run does not see the others' marks on
+    it (so the judgement stays independent) while the run can still come to them, unless they
+    asked to see them anyway. Viewers (who cannot mark) and admins see every mark.
+
+    `marks` are one run's (or one scope's) `Divergence` rows or queue `Rating`s. The queue page
+    passes `can_still_mark=False` once the run cannot come to this member any more.
+    """
+    user_id = membership.user_id
+    revealed = (
+        not can_annotate(membership=membership)
+        or membership.has_role(Role.ADMIN)
+        or not can_still_mark
+        or asked
+        or _has_marked(marks, user_id)
+    )
+    shown = [m for m in marks if revealed or _own(m, user_id)]
+    return VisibleMarks(shown, len(marks) - len(shown), revealed)
 
 
 # --- aggregates ---------------------------------------------------------------

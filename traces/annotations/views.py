@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from governance.htmx import htmx_partial
+from governance.htmx import htmx_partial, render_region
 from governance.models import Role
 from governance.views import WorkspaceListView, WorkspaceTemplateView
 from traces.annotations import charts, selectors, services
@@ -79,48 +79,94 @@ class SessionViewerRedirect(WorkspaceTemplateView):
         return redirect(f"{url}?{query}" if query else url)
 
 
+def _focus_class(run_marks) -> str | None:
+    """The class the restart builder is offered for: the final mark's, yours, the majority's,
+    or the first mark's."""
+    if not run_marks:
+        return None
+    if run_marks.final:
+        return run_marks.final.failure_class
+    if run_marks.mine:
+        return run_marks.mine.failure_class
+    if run_marks.agreement and run_marks.agreement.majority_class:
+        return run_marks.agreement.majority_class
+    return run_marks.marks[0].failure_class if run_marks.marks else None
+
+
+def _mark_initial(own, steps) -> dict:
+    """The mark form starts from your current mark, or at the first step shown."""
+    if not own:
+        return {"call_index": steps[0].call_index if steps else None}
+    return {
+        "call_index": own.call_index,
+        "failure_class": own.failure_class,
+        "other_text": own.other_text,
+        "confidence": own.confidence,
+        "evidence": ", ".join(map(str, own.evidence_call_indexes)),
+        "note": own.note,
+    }
+
+
+def _strip(scope, visible, compactions, steps) -> dict:
+    columns = selectors.strip(scope=scope)
+    strip_marks = [
+        charts.StripMark(
+            m.call_index, m.context_tokens, m.failure_class, m.kind == MarkKind.ADJUDICATION
+        )
+        for m in visible
+    ]
+    indexes = set(columns["index"])
+    figure = charts.strip_figure(
+        columns["index"],
+        columns["context"],
+        marks=strip_marks,
+        compactions=[k for k in compactions if k in indexes],
+        window=(steps[0].call_index, steps[-1].call_index) if steps else None,
+    )
+    return {
+        "figure": figure,
+        "strip_n": len(columns["index"]),
+        "strip_max": max(columns["context"]) if columns["context"] else 0,
+    }
+
+
 class ViewerView(WorkspaceTemplateView):
     """A run or an agent as a list of steps, a window at a time, with the context strip."""
 
     template_name = "annotations/viewer.html"
 
-    def get(self, request, *args, **kwargs):
+    def _target(self, kwargs):
         session = selectors.session_get(workspace=self.workspace, pk=kwargs["session"])
-        run = None
         if "run" in kwargs:
             run = selectors.run_get(session=session, pk=kwargs["run"])
-            agent = run.agent
-        else:
-            agent = selectors.agent_get(session=session, pk=kwargs["agent"])
+            return session, run.agent, run
+        return session, selectors.agent_get(session=session, pk=kwargs["agent"]), None
+
+    def _page(self, scope) -> tuple[int, str]:
+        page = min(max(_int(self.request.GET.get("page"), 1), 1), scope.pages)
+        at = _int(self.request.GET.get("at"))
+        if at is None:
+            return page, ""
+        found = selectors.page_of_call(scope=scope, call_index=at)
+        if found is None:
+            return page, f"Call {at} is not among the steps shown here."
+        return found, ""
+
+    def get(self, request, *args, **kwargs):
+        session, agent, run = self._target(kwargs)
         scope = selectors.scope_for(agent=agent, run=run)
-        notice = ""
-        page = min(max(_int(request.GET.get("page"), 1), 1), scope.pages)
-        at = _int(request.GET.get("at"))
-        if at is not None:
-            found = selectors.page_of_call(scope=scope, call_index=at)
-            if found is None:
-                notice = f"Call {at} is not among the steps shown here."
-            else:
-                page = found
+        page, notice = self._page(scope)
         steps = selectors.steps_window(
             scope=scope, page=page, spawns=selectors.spawn_map(session=session)
         )
         compactions = selectors.compactions_in(scope=scope)
-        window = _window_param(request)
-        marks = selectors.marks_in_scope(scope=scope)
-        can_annotate = selectors.can_annotate(membership=self.membership)
-        run_marks = selectors.run_marks(run=run, user=request.user, window=window) if run else None
-        assignment = selectors.assignment_for_run(run=run, user=request.user) if run else None
-        mine = [m for m in marks if m.annotator_id == request.user.pk and m.kind == MarkKind.MARK]
-        reveal = (
-            not can_annotate
-            or self.membership.role >= Role.ADMIN
-            or bool(mine)
-            or request.GET.get("reveal") == "1"
+        visible = selectors.marks_visible_to(
+            membership=self.membership,
+            marks=selectors.marks_in_scope(scope=scope),
+            asked=request.GET.get("reveal") == "1",
         )
-        visible = [m for m in marks if reveal or m.annotator_id == request.user.pk]
         by_call: dict[int, list[Divergence]] = {}
-        for mark in visible:
+        for mark in visible.marks:
             by_call.setdefault(mark.call_index, []).append(mark)
         queue_id = _int(request.GET.get("queue"))
         base_query = {
@@ -149,75 +195,47 @@ class ViewerView(WorkspaceTemplateView):
             "base_query": base_query,
             # The viewer's own path: the full-page Expand links back to the step through it.
             "viewer_path": request.path,
-            "can_annotate": can_annotate,
+            "can_annotate": selectors.can_annotate(membership=self.membership),
         }
         if htmx_partial(request):
             return render(request, f"{self.template_name}#steps", context)
-        columns = selectors.strip(scope=scope)
-        strip_marks = [
-            charts.StripMark(
-                m.call_index, m.context_tokens, m.failure_class, m.kind == MarkKind.ADJUDICATION
-            )
-            for m in visible
-        ]
-        compaction_calls = [k for k in compactions if k in set(columns["index"])]
-        figure = charts.strip_figure(
-            columns["index"],
-            columns["context"],
-            marks=strip_marks,
-            compactions=compaction_calls,
-            window=(context["window_first"], context["window_last"]) if steps else None,
-        )
-        own = run_marks.mine if run_marks else None
-        focus_class = None
-        if run_marks:
-            if run_marks.final:
-                focus_class = run_marks.final.failure_class
-            elif own:
-                focus_class = own.failure_class
-            elif run_marks.agreement and run_marks.agreement.majority_class:
-                focus_class = run_marks.agreement.majority_class
-            elif run_marks.marks:
-                focus_class = run_marks.marks[0].failure_class
-        initial = {"call_index": steps[0].call_index if steps else None}
-        if own:
-            initial = {
-                "call_index": own.call_index,
-                "failure_class": own.failure_class,
-                "other_text": own.other_text,
-                "confidence": own.confidence,
-                "evidence": ", ".join(map(str, own.evidence_call_indexes)),
-                "note": own.note,
-            }
-        started_by = run.started_by if run and run.started_by_id else None
+        context.update(_strip(scope, visible.marks, compactions, steps))
+        context.update(self._marking(session, agent, run, steps, queue_id))
         context.update(
-            figure=figure,
-            strip_n=len(columns["index"]),
-            strip_max=max(columns["context"]) if columns["context"] else 0,
-            agents=selectors.agents_of(session=session),
-            runs=selectors.runs_of(agent=agent),
-            spawned_at=selectors.spawning_call(agent=agent),
-            started_by=started_by,
-            run_marks=run_marks,
-            reveal=reveal,
-            hidden_count=len(marks) - len(visible),
-            scope_marks=visible,
-            form=MarkForm(initial=initial),
-            adjudicate_form=AdjudicateForm(),
-            assignment=assignment,
-            queue_id=queue_id if assignment is None else assignment.item.queue_id,
-            # The builder needs an editor; a viewer would follow the link to a 403.
-            restart_url=restart_url(self.workspace, session, focus_class)
-            if focus_class and self.membership.role >= Role.EDITOR
-            else None,
-            restart_indicators=restart_indicators(focus_class or ""),
-            focus_class=focus_class,
-            focus_label=class_label(focus_class) if focus_class else "",
-            window=window,
-            is_admin=self.membership.role >= Role.ADMIN,
-            classes=[(slug, label, text) for slug, (label, text) in FAILURE_CLASSES.items()],
+            reveal=visible.revealed,
+            hidden_count=visible.hidden,
+            scope_marks=visible.marks,
         )
         return render(request, self.template_name, context)
+
+    def _marking(self, session, agent, run, steps, queue_id) -> dict:
+        """The run's marks, the mark form, the queue place and the restart link."""
+        window = _window_param(self.request)
+        user = self.request.user
+        run_marks = selectors.run_marks(run=run, user=user, window=window) if run else None
+        assignment = selectors.assignment_for_run(run=run, user=user) if run else None
+        focus_class = _focus_class(run_marks)
+        return {
+            "agents": selectors.agents_of(session=session),
+            "runs": selectors.runs_of(agent=agent),
+            "spawned_at": selectors.spawning_call(agent=agent),
+            "started_by": run.started_by if run and run.started_by_id else None,
+            "run_marks": run_marks,
+            "form": MarkForm(initial=_mark_initial(run_marks.mine if run_marks else None, steps)),
+            "adjudicate_form": AdjudicateForm(),
+            "assignment": assignment,
+            "queue_id": queue_id if assignment is None else assignment.item.queue_id,
+            # The builder needs an editor; a viewer would follow the link to a 403.
+            "restart_url": restart_url(self.workspace, session, focus_class)
+            if focus_class and self.membership.has_role(Role.EDITOR)
+            else None,
+            "restart_indicators": restart_indicators(focus_class or ""),
+            "focus_class": focus_class,
+            "focus_label": class_label(focus_class) if focus_class else "",
+            "window": window,
+            "is_admin": self.membership.has_role(Role.ADMIN),
+            "classes": [(slug, label, text) for slug, (label, text) in FAILURE_CLASSES.items()],
+        }
 
 
 class CallPartView(WorkspaceTemplateView):
@@ -239,9 +257,7 @@ class CallPartView(WorkspaceTemplateView):
             "segments": segments(text) if kind in {"text", "thinking", "prompt"} else None,
             "back": _safe_next(request, request.GET.get("back")),
         }
-        if htmx_partial(request):
-            return render(request, f"{self.template_name}#part", context)
-        return render(request, self.template_name, context)
+        return render_region(request, self.template_name, "part", context)
 
 
 def _safe_next(request, url: str | None) -> str | None:
@@ -422,7 +438,7 @@ class QueueListView(WorkspaceTemplateView):
         page = Paginator(selectors.queues_for(workspace=self.workspace), 25).get_page(
             request.GET.get("page")
         )
-        can_build = self.membership.role >= services.QUEUE_BUILD_ROLE
+        can_build = self.membership.has_role(services.QUEUE_BUILD_ROLE)
         context = self.get_context_data(
             page_obj=page,
             queues=page.object_list,
@@ -489,15 +505,14 @@ class QueueDetailView(WorkspaceTemplateView):
         window = _window_param(self.request, queue.agreement_window)
         agreement = selectors.queue_agreement(queue=queue, window=window)
         is_member = queue.members.filter(user=self.request.user).exists()
-        is_admin = self.membership.role >= Role.ADMIN
+        is_admin = self.membership.has_role(Role.ADMIN)
         for row in agreement.rows:
             # An annotator sees others' ratings only once the run cannot come to them any more.
-            row["visible"] = (
-                is_admin
-                or not is_member
-                or any(r.rater == self.request.user.pk for r in row["ratings"])
-                or len(row["ratings"]) >= queue.annotators_per_run
-            )
+            row["visible"] = selectors.marks_visible_to(
+                membership=self.membership,
+                marks=row["ratings"],
+                can_still_mark=is_member and len(row["ratings"]) < queue.annotators_per_run,
+            ).revealed
         return super().get_context_data(
             queue=queue,
             progress=selectors.queue_progress(queue=queue),
@@ -507,7 +522,7 @@ class QueueDetailView(WorkspaceTemplateView):
             window=window,
             is_member=is_member,
             mine=selectors.open_assignment(queue=queue, user=self.request.user),
-            can_manage=self.membership.role >= services.QUEUE_BUILD_ROLE,
+            can_manage=self.membership.has_role(services.QUEUE_BUILD_ROLE),
             is_admin=is_admin,
             **kwargs,
         )

@@ -10,7 +10,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from governance.api.serializers import JobSerializer
-from governance.api.viewsets import WorkspaceScopedMixin
+from governance.api.viewsets import WorkspaceReadOnlyViewSet, WorkspaceScopedMixin
 from governance.models import Job, Role
 from governance.services import too_many_files_message
 from traces import selectors
@@ -77,7 +77,7 @@ class TraceUploadViewSet(viewsets.GenericViewSet):
         )
 
 
-class IngestJobViewSet(WorkspaceScopedMixin, viewsets.ReadOnlyModelViewSet):
+class IngestJobViewSet(WorkspaceReadOnlyViewSet):
     """Trace ingest jobs: progress, counts (calls, duplicates dropped, malformed lines…) and errors."""
 
     queryset = Job.objects.filter(kind=JOB_KIND).select_related("created_by")

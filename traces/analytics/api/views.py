@@ -6,7 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.models import JobStatus, Role
-from traces.analysis.cycle import CycleInputError, CycleParams, evaluate
+from traces.analysis.cycle import CycleInputError
 from traces.analytics import selectors
 from traces.analytics.api.serializers import (
     AnalyticsEnvelopeSerializer,
@@ -161,14 +161,15 @@ class CompactionCycleView(APIView):
         payload = CycleRequestSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
-        params = CycleParams(
-            data["post_compaction_tokens"],
-            data["growth_per_step"],
-            data["summary_tokens"],
-            data["penalty_steps"],
-        )
         try:
-            result = evaluate(params, thresholds=data["thresholds"], points=data["points"])
+            result = selectors.what_if(
+                post_compaction_tokens=data["post_compaction_tokens"],
+                growth_per_step=data["growth_per_step"],
+                summary_tokens=data["summary_tokens"],
+                penalty_steps=data["penalty_steps"],
+                thresholds=data["thresholds"],
+                points=data["points"],
+            )
         except CycleInputError as exc:
             return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(result.as_dict())
+        return Response(result.model.as_dict())
