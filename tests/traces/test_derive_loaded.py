@@ -4,7 +4,7 @@ deriving them from the database, whatever the order files arrive in."""
 import pytest
 
 from tests.traces.factories import claude_assistant, claude_session, write_lines
-from traces import ingest as ingest_module
+from traces.ingest import loader as ingest_loader
 from traces.models import (
     Agent,
     Call,
@@ -140,7 +140,7 @@ def test_a_session_in_two_files_is_derived_from_the_database_in_either_order(ing
 def test_calls_out_of_time_order_across_batches_fall_back_to_the_database(
     ingest, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(ingest_module, "BATCH_SIZE", 5)
+    monkeypatch.setattr(ingest_loader, "BATCH_SIZE", 5)
     lines = claude_session(12)
     # The last calls were written first: their batch holds the earliest timestamps.
     early = [claude_assistant(f"e{i}", f"re{i}", t=-100 + i, cr=1000 * (i + 1)) for i in range(6)]
@@ -155,7 +155,7 @@ def test_calls_out_of_time_order_across_batches_fall_back_to_the_database(
 def test_a_loader_over_its_memory_budget_leaves_derivation_to_the_database(
     ingest, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(ingest_module, "LOADED_DERIVE_MAX_CALLS", 10)
+    monkeypatch.setattr(ingest_loader, "LOADED_DERIVE_MAX_CALLS", 10)
     write_lines(tmp_path / "sess-1.jsonl", claude_session(25))
     summary = ingest(tmp_path / "sess-1.jsonl")
     assert not summary.derived_sessions

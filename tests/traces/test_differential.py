@@ -678,7 +678,7 @@ def test_a_zip_of_the_folder_through_an_ingest_job(workspace, members, run_on_co
 
 def _ingest_through_a_loader(workspace, root: Path, batch_size: int) -> IngestSummary:
     """The files of `root` through one TraceLoader with a small batch, as an upload's
-    members go through one (see traces.services._ingest_member)."""
+    members go through one (see traces.services.ingestion._ingest_member)."""
     summary = IngestSummary()
     loader = TraceLoader(
         workspace=workspace, summary=summary, file_name="", batch_size=batch_size,

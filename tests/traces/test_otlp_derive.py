@@ -172,7 +172,7 @@ def test_concurrent_requests_with_a_worker_leave_every_session_derived(
 
     # A derive run queued by every request instead of one per 2 s: many more runs overlap
     # the requests, which is where the races are.
-    monkeypatch.setattr(services, "DERIVE_DEBOUNCE_SECONDS", 0)
+    monkeypatch.setattr(services.derivation, "DERIVE_DEBOUNCE_SECONDS", 0)
 
     token = api_token_create(workspace=workspace, user=members["editor"]).plaintext
     clients, rounds = 8, 25
