@@ -331,27 +331,28 @@ class BatchWriter:
                 source_line=record.line or None,
             )
         sessions = {session_pk for session_pk, _ in objects}
-        if sessions <= self._new_sessions:  # only this loader has written to these sessions
-            existing = self._compaction_keys & set(objects)
-        else:
-            existing = set(
-                Compaction.objects.filter(
-                    session_id__in=sessions, key__in=[k for _, k in objects]
-                ).values_list("session_id", "key")
-            )
+        inserted = _upsert_counting_inserts(
+            Compaction,
+            list(objects.values()),
+            unique_fields=["session", "key"],
+            update_fields=[
+                "agent", "kind", "timestamp", "trigger", "pre_tokens", "post_tokens", "summary_tokens",
+                "summary_estimated", "duration_ms", "source_line",
+            ],
+            count_new=lambda: len(set(objects) - self._compaction_keys_stored(objects, sessions)),
+        )  # fmt: skip
         self._compaction_keys |= set(objects)
-        with transaction.atomic():
-            Compaction.objects.bulk_create(
-                list(objects.values()),
-                update_conflicts=True,
-                unique_fields=["session", "key"],
-                update_fields=[
-                    "agent", "kind", "timestamp", "trigger", "pre_tokens", "post_tokens", "summary_tokens",
-                    "summary_estimated", "duration_ms", "source_line",
-                ],
-            )  # fmt: skip
-        self.summary.compactions += len(set(objects) - existing)
+        self.summary.compactions += inserted
         self.touched_sessions |= sessions
+
+    def _compaction_keys_stored(self, objects: dict, sessions: set[int]) -> set:
+        if sessions <= self._new_sessions:  # only this loader has written to these sessions
+            return self._compaction_keys & set(objects)
+        return set(
+            Compaction.objects.filter(
+                session_id__in=sessions, key__in=[k for _, k in objects]
+            ).values_list("session_id", "key")
+        )
 
 
 STORED_COLUMNS = (
@@ -410,6 +411,47 @@ def _insert_missing(model, objects: list) -> int | None:
             [value for row in rows for value in row],
         )
         return len(cursor.fetchall())
+
+
+def _upsert_counting_inserts(
+    model, objects: list, *, unique_fields: list[str], update_fields: list[str], count_new
+) -> int:
+    """INSERT … ON CONFLICT DO UPDATE; how many of the rows were new.
+
+    On PostgreSQL the statement itself says (`xmax = 0` marks a row it inserted), so two
+    workers upserting the same row count it once. Elsewhere (one writer at a time)
+    `count_new()`, called before the write, counts the rows not stored yet.
+    """
+    if connection.vendor != "postgresql":
+        new = count_new()
+        with transaction.atomic():
+            model.objects.bulk_create(
+                objects,
+                update_conflicts=True,
+                unique_fields=unique_fields,
+                update_fields=update_fields,
+            )
+        return new
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    rows = [
+        [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
+        for obj in objects
+    ]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    values = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(rows))
+    conflict = ", ".join(quote(model._meta.get_field(name).column) for name in unique_fields)
+    updates = ", ".join(
+        f"{quote(column)} = EXCLUDED.{quote(column)}"
+        for column in (model._meta.get_field(name).column for name in update_fields)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {values} "
+            f"ON CONFLICT ({conflict}) DO UPDATE SET {updates} RETURNING (xmax = 0)",
+            [value for row in rows for value in row],
+        )
+        return sum(1 for (was_inserted,) in cursor.fetchall() if was_inserted)
 
 
 def _get_or_create(model, defaults=None, **lookup):
