@@ -46,6 +46,7 @@ from artifacts.storage import (
     stale_staging_remove,
     storage_name_for,
 )
+from governance.errors import Gone
 from governance.models import ApiToken, Workspace
 from governance.services import InputError, audit_record
 
@@ -73,7 +74,7 @@ class ReadLimitExceeded(InputError):
         self.limit, self.allowed = limit, allowed
 
 
-class ArtifactGone(Exception):
+class ArtifactGone(Gone):
     """The artifact expired or was deleted: its content can no longer be read (410)."""
 
     def __init__(self, artifact: Artifact):

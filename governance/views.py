@@ -17,6 +17,7 @@ from django.views.generic import TemplateView
 from django_htmx.http import HttpResponseStopPolling
 
 from governance import forms, selectors, services
+from governance.errors import DomainError
 from governance.htmx import htmx_partial
 from governance.models import ApiToken, Role
 from governance.selectors import membership_get, memberships_for_user
@@ -46,7 +47,26 @@ class WorkspaceMixin:
             )
         if request.session.get("workspace") != membership.workspace.slug:
             request.session["workspace"] = membership.workspace.slug
-        return super().dispatch(request, *args, **kwargs)
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        except DomainError as exc:
+            return self.domain_error_response(request, exc, *args, **kwargs)
+
+    def domain_error_response(self, request, exc: DomainError, *args, **kwargs):
+        """The one page mapping of a domain error the view did not turn into form errors.
+
+        After a write the page is shown again as a GET shows it, with the message as an error
+        flash and the error's status (a GET that redirects stays a redirect: the flash shows on
+        the next page). A read that fails shows the message on its own page. A view whose
+        error is content (a tombstone) overrides this.
+        """
+        if request.method not in SAFE_METHODS and hasattr(self, "get"):
+            messages.error(request, exc.message)
+            response = self.get(request, *args, **kwargs)
+            if not 300 <= response.status_code < 400:
+                response.status_code = exc.status
+            return response
+        return render(request, "domain_error.html", {"error": exc}, status=exc.status)
 
     def wreverse(self, name: str, *args) -> str:
         return reverse(name, args=[self.workspace.slug, *args])

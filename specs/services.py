@@ -18,6 +18,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.text import slugify
 
+from governance.errors import Conflict
 from governance.models import Membership, Role, Workspace
 from governance.services import audit_record
 from specs.analysis.content import (
@@ -49,14 +50,18 @@ from specs.models import (
 MAX_OUTPUT_BYTES = 5 * 1024 * 1024
 
 
-class SpecConflict(Exception):
-    """The request conflicts with the spec's current state (HTTP 409)."""
-
-    code = "conflict"
+class SpecConflict(Conflict):
+    """The request conflicts with the spec's current state (409); the body names `current`."""
 
     def __init__(self, message: str, *, current: SpecVersion | None = None):
-        super().__init__(message)
-        self.message = message
+        payload = {}
+        if current is not None:
+            payload["current_version"] = {
+                "id": current.pk,
+                "number": current.number,
+                "fingerprint": current.fingerprint,
+            }
+        super().__init__(message, payload=payload)
         self.current = current
 
 
