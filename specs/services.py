@@ -46,8 +46,7 @@ from specs.models import (
     Verification,
     VersionStatus,
 )
-
-MAX_OUTPUT_BYTES = 5 * 1024 * 1024
+from specs.validators import validate_commit, validate_output_size
 
 
 class SpecConflict(Conflict):
@@ -73,6 +72,18 @@ class StaleBase(SpecConflict):
 
 class SelfReviewRefused(PermissionDenied):
     """The author of a version tried to approve or reject it."""
+
+
+def _validate(**checks) -> None:
+    """Run field validators; their errors are raised together, keyed by field."""
+    errors = {}
+    for field_name, check in checks.items():
+        try:
+            check()
+        except ValidationError as exc:
+            errors[field_name] = exc.messages
+    if errors:
+        raise ValidationError(errors)
 
 
 @dataclass(frozen=True)
@@ -469,8 +480,12 @@ def restart_package_create(
             raise ValidationError({"indicators": "Describe the 'other' indicator in its note."})
     if not normalize_text(instruction.next_action):
         raise ValidationError({"next_action": "State the next action."})
-    if not repository.commit.strip():
-        raise ValidationError({"commit": "Give the commit the handoff describes."})
+    _validate(commit=lambda: validate_commit(repository.commit.strip()))
+    for verification in verifications:
+        _validate(
+            commit=lambda v=verification: validate_commit(v.commit.strip()),
+            output=lambda v=verification: validate_output_size(v.output),
+        )
     if trace_session is not None and trace_session.workspace_id != workspace.pk:
         raise ValidationError({"trace_session": "No such trace session in this workspace."})
     with transaction.atomic():
@@ -562,10 +577,7 @@ def _verification_artifact(*, workspace, package, position: int, verification, a
     from artifacts.storage import blob_open
 
     raw = verification.output.encode()
-    if len(raw) > MAX_OUTPUT_BYTES:
-        raise ValidationError(
-            {"output": f"Raw output is {len(raw):,} bytes; the limit is {MAX_OUTPUT_BYTES:,}."}
-        )
+    _validate(output=lambda: validate_output_size(raw))
     artifact = artifact_write(
         workspace=workspace,
         source=raw,
@@ -585,10 +597,7 @@ def _verification_artifact(*, workspace, package, position: int, verification, a
 def text_blob_store(*, workspace: Workspace, content: str) -> TextBlob:
     """Keep raw text verbatim, once per workspace, under its sha256."""
     raw = content.encode()
-    if len(raw) > MAX_OUTPUT_BYTES:
-        raise ValidationError(
-            {"output": f"Raw output is {len(raw):,} bytes; the limit is {MAX_OUTPUT_BYTES:,}."}
-        )
+    _validate(output=lambda: validate_output_size(raw))
     digest = hashlib.sha256(raw).hexdigest()
     blob, _ = TextBlob.objects.get_or_create(
         workspace=workspace,
