@@ -23,13 +23,6 @@ READ_LOG_ROWS = 25
 class ArtifactListView(WorkspaceListView):
     template_name = "artifacts/list.html"
     filterset_class = ArtifactFilter
-    sort_fields = {
-        "created": "created_at",
-        "bytes": "size_bytes",
-        "tokens": "estimated_tokens",
-        "lines": "line_count",
-        "run": "run_id",
-    }
     default_sort = "-created"
 
     def get_queryset(self):

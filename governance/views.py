@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import django_filters
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_not_required
@@ -18,6 +19,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from governance import forms, selectors, services
 from governance.errors import DomainError
+from governance.filters import SORT_PARAM
 from governance.htmx import htmx_partial
 from governance.models import ApiToken, Role
 from governance.selectors import membership_get, memberships_for_user
@@ -82,6 +84,10 @@ class WorkspaceListView(WorkspaceMixin, View):
     Subclasses set `template_name`, `get_queryset()`, optionally `filterset_class`,
     `sort_fields` ({param: ordering expression}) and `default_sort`. For htmx requests only
     the `results` region of the template is rendered.
+
+    A FilterSet with a `sort` OrderingFilter supplies the sort names, so the page and the API
+    sort by the same names; the page applies the sort itself (its default, a tiebreak, and an
+    unknown name ignored rather than failing the filters).
     """
 
     template_name: str = ""
@@ -97,6 +103,12 @@ class WorkspaceListView(WorkspaceMixin, View):
     def get_context_data(self, **kwargs) -> dict:
         return kwargs
 
+    def get_sort_fields(self) -> dict[str, str]:
+        filters = getattr(self.filterset_class, "base_filters", {})
+        if isinstance(filters.get(SORT_PARAM), django_filters.OrderingFilter):
+            return dict(filters[SORT_PARAM].param_map)
+        return self.sort_fields
+
     def get(self, request, *args, **kwargs):
         queryset = self.get_queryset()
         filterset = None
@@ -104,11 +116,13 @@ class WorkspaceListView(WorkspaceMixin, View):
             filterset = self.filterset_class(
                 request.GET or None, queryset=queryset, request=request
             )
+            filterset.filters.pop(SORT_PARAM, None)  # sorted below; not a field of the form
             queryset = filterset.qs if filterset.is_bound and filterset.is_valid() else queryset
-        sort = request.GET.get("sort", self.default_sort)
+        sort = request.GET.get(SORT_PARAM, self.default_sort)
         key = sort.lstrip("-")
-        if key in self.sort_fields:
-            expression = self.sort_fields[key]
+        sort_fields = self.get_sort_fields()
+        if key in sort_fields:
+            expression = sort_fields[key]
             queryset = queryset.order_by(
                 f"-{expression}" if sort.startswith("-") else expression, "-pk"
             )
