@@ -5,6 +5,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from artifacts.models import Artifact, ArtifactState
+from governance.filters import sort_filter
 
 STATUS_CHOICES = [
     ("available", "available (complete)"),
@@ -20,6 +21,13 @@ class ArtifactFilter(django_filters.FilterSet):
     tool_call_id = django_filters.CharFilter(label="Tool call")
     status = django_filters.ChoiceFilter(
         choices=STATUS_CHOICES, method="filter_status", label="Status", empty_label="any"
+    )
+    sort = sort_filter(
+        created="created_at",
+        bytes="size_bytes",
+        tokens="estimated_tokens",
+        lines="line_count",
+        run="run_id",
     )
 
     class Meta:

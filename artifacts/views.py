@@ -23,13 +23,6 @@ READ_LOG_ROWS = 25
 class ArtifactListView(WorkspaceListView):
     template_name = "artifacts/list.html"
     filterset_class = ArtifactFilter
-    sort_fields = {
-        "created": "created_at",
-        "bytes": "size_bytes",
-        "tokens": "estimated_tokens",
-        "lines": "line_count",
-        "run": "run_id",
-    }
     default_sort = "-created"
 
     def get_queryset(self):
@@ -67,11 +60,7 @@ class ArtifactDetailView(WorkspaceTemplateView):
         artifact = selectors.artifact_get(workspace=self.workspace, pk=kwargs["pk"])
         policy = selectors.artifact_policy_peek(workspace=self.workspace)
         context = {"artifact": artifact, "policy": policy}
-        try:
-            services.ensure_readable(artifact)
-        except services.ArtifactGone as exc:
-            context |= {"gone": exc} | _read_log_context(artifact)
-            return render(request, self.template_name, context, status=410)
+        services.ensure_readable(artifact)
         view = request.GET.get("view", "tail")
         reader = services.Reader(actor=request.user, via="page")
         context |= {"view": view, "api_url": request.build_absolute_uri(
@@ -79,12 +68,21 @@ class ArtifactDetailView(WorkspaceTemplateView):
         )}  # fmt: skip
         try:
             context |= self._read(artifact, view, reader)
-        except (InputError, services.ArtifactGone) as exc:
+        except InputError as exc:
             context["read_error"] = str(exc)
         context |= _read_log_context(artifact)
         status = 400 if context.get("read_error") and not htmx_partial(request) else 200
         template = f"{self.template_name}#viewer" if htmx_partial(request) else self.template_name
         return render(request, template, context, status=status)
+
+    def domain_error_response(self, request, exc, *args, **kwargs):
+        if not isinstance(exc, services.ArtifactGone):
+            return super().domain_error_response(request, exc, *args, **kwargs)
+        # The tombstone is the page: what the artifact was, why it went, who read it.
+        artifact = exc.artifact
+        context = {"artifact": artifact, "gone": exc} | _read_log_context(artifact)
+        context["policy"] = selectors.artifact_policy_peek(workspace=self.workspace)
+        return render(request, self.template_name, context, status=exc.status)
 
     def _read(self, artifact, view: str, reader) -> dict:
         params = self.request.GET
@@ -151,22 +149,19 @@ class ArtifactContentView(WorkspaceTemplateView):
     def get(self, request, *args, **kwargs):
         artifact = selectors.artifact_get(workspace=self.workspace, pk=kwargs["pk"])
         reader = services.Reader(actor=request.user, via="page")
-        try:
-            handle = services.artifact_open_content(artifact=artifact, reader=reader)
-        except services.ArtifactGone as exc:
-            return render(
-                request, self.template_name, {"artifact": artifact, "message": str(exc)}, status=410
-            )
-        except services.ReadLimitExceeded as exc:
-            return render(
-                request, self.template_name, {"artifact": artifact, "message": str(exc)}, status=400
-            )
+        handle = services.artifact_open_content(artifact=artifact, reader=reader)
         response = FileResponse(handle, content_type="text/plain; charset=utf-8")
         response["Content-Length"] = str(artifact.size_bytes)
         response["X-Artifact-Sha256"] = artifact.sha256
         disposition = "attachment" if request.GET.get("download") else "inline"
         response["Content-Disposition"] = f'{disposition}; filename="artifact-{artifact.pk}.log"'
         return response
+
+    def domain_error_response(self, request, exc, *args, **kwargs):
+        # Gone (410) or over the content limit (400): the refusal names the artifact.
+        artifact = selectors.artifact_get(workspace=self.workspace, pk=kwargs["pk"])
+        context = {"artifact": artifact, "message": exc.message}
+        return render(request, self.template_name, context, status=exc.status)
 
 
 class ArtifactDeleteView(WorkspaceTemplateView):
@@ -182,11 +177,9 @@ class ArtifactDeleteView(WorkspaceTemplateView):
         artifact = selectors.artifact_get(workspace=self.workspace, pk=kwargs["pk"])
         form = forms.DeleteForm(request.POST)
         reason = form.cleaned_data["reason"] if form.is_valid() else ""
-        try:
-            services.artifact_delete(artifact=artifact, actor=request.user, reason=reason)
-            messages.success(request, "Deleted. The content is gone; the tombstone stays.")
-        except services.ArtifactGone as exc:
-            messages.error(request, str(exc))
+        # Already gone: the base view flashes why and this GET redirects to the tombstone.
+        services.artifact_delete(artifact=artifact, actor=request.user, reason=reason)
+        messages.success(request, "Deleted. The content is gone; the tombstone stays.")
         return redirect("artifacts:detail", self.workspace.slug, artifact.pk)
 
 

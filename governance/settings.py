@@ -291,7 +291,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["governance.api.permissions.WorkspaceRolePermission"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "governance.api.filters.OrderingFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "governance.api.pagination.StandardPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import django_filters
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_not_required
@@ -17,6 +18,8 @@ from django.views.generic import TemplateView
 from django_htmx.http import HttpResponseStopPolling
 
 from governance import forms, selectors, services
+from governance.errors import DomainError
+from governance.filters import SORT_PARAM
 from governance.htmx import htmx_partial, render_region
 from governance.models import ApiToken, Role
 from governance.selectors import membership_get, memberships_for_user
@@ -46,7 +49,26 @@ class WorkspaceMixin:
             )
         if request.session.get("workspace") != membership.workspace.slug:
             request.session["workspace"] = membership.workspace.slug
-        return super().dispatch(request, *args, **kwargs)
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        except DomainError as exc:
+            return self.domain_error_response(request, exc, *args, **kwargs)
+
+    def domain_error_response(self, request, exc: DomainError, *args, **kwargs):
+        """The one page mapping of a domain error the view did not turn into form errors.
+
+        After a write the page is shown again as a GET shows it, with the message as an error
+        flash and the error's status (a GET that redirects stays a redirect: the flash shows on
+        the next page). A read that fails shows the message on its own page. A view whose
+        error is content (a tombstone) overrides this.
+        """
+        if request.method not in SAFE_METHODS and hasattr(self, "get"):
+            messages.error(request, exc.message)
+            response = self.get(request, *args, **kwargs)
+            if not 300 <= response.status_code < 400:
+                response.status_code = exc.status
+            return response
+        return render(request, "domain_error.html", {"error": exc}, status=exc.status)
 
     def wreverse(self, name: str, *args) -> str:
         return reverse(name, args=[self.workspace.slug, *args])
@@ -62,6 +84,10 @@ class WorkspaceListView(WorkspaceMixin, View):
     Subclasses set `template_name`, `get_queryset()`, optionally `filterset_class`,
     `sort_fields` ({param: ordering expression}) and `default_sort`. For htmx requests only
     the `results` region of the template is rendered.
+
+    A FilterSet with a `sort` OrderingFilter supplies the sort names, so the page and the API
+    sort by the same names; the page applies the sort itself (its default, a tiebreak, and an
+    unknown name ignored rather than failing the filters).
     """
 
     template_name: str = ""
@@ -77,6 +103,12 @@ class WorkspaceListView(WorkspaceMixin, View):
     def get_context_data(self, **kwargs) -> dict:
         return kwargs
 
+    def get_sort_fields(self) -> dict[str, str]:
+        filters = getattr(self.filterset_class, "base_filters", {})
+        if isinstance(filters.get(SORT_PARAM), django_filters.OrderingFilter):
+            return dict(filters[SORT_PARAM].param_map)
+        return self.sort_fields
+
     def get(self, request, *args, **kwargs):
         queryset = self.get_queryset()
         filterset = None
@@ -84,11 +116,13 @@ class WorkspaceListView(WorkspaceMixin, View):
             filterset = self.filterset_class(
                 request.GET or None, queryset=queryset, request=request
             )
+            filterset.filters.pop(SORT_PARAM, None)  # sorted below; not a field of the form
             queryset = filterset.qs if filterset.is_bound and filterset.is_valid() else queryset
-        sort = request.GET.get("sort", self.default_sort)
+        sort = request.GET.get(SORT_PARAM, self.default_sort)
         key = sort.lstrip("-")
-        if key in self.sort_fields:
-            expression = self.sort_fields[key]
+        sort_fields = self.get_sort_fields()
+        if key in sort_fields:
+            expression = sort_fields[key]
             queryset = queryset.order_by(
                 f"-{expression}" if sort.startswith("-") else expression, "-pk"
             )

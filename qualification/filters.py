@@ -2,6 +2,7 @@
 
 import django_filters
 
+from governance.filters import sort_filter
 from qualification.models import (
     AssemblyAudit,
     Consequence,
@@ -23,6 +24,14 @@ class QualificationFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=QualificationStatus.choices)
     consequence = django_filters.ChoiceFilter(choices=Consequence.choices)
 
+    sort = sort_filter(
+        created="created_at",
+        name="name",
+        model="configuration__model_name",
+        status="status",
+        trials="trial_count",
+    )
+
     class Meta:
         model = Qualification
         fields = ["model", "workload", "status", "consequence"]
@@ -33,6 +42,10 @@ class TrialFilter(django_filters.FilterSet):
     task = django_filters.CharFilter(field_name="task__external_id", label="Task")
     stratum = django_filters.NumberFilter(field_name="stratum_tokens", label="Stratum (tokens)")
     task_correct = django_filters.BooleanFilter(label="Correct")
+
+    sort = sort_filter(
+        task="task__external_id", stratum="stratum_tokens", repeat="repeat", input="input_tokens"
+    )
 
     class Meta:
         model = Trial
@@ -47,6 +60,8 @@ class OperatingLimitFilter(django_filters.FilterSet):
         label="Model",
     )
 
+    sort = sort_filter(created="created_at", name="name", status="status", approved="approved_at")
+
     class Meta:
         model = OperatingLimit
         fields = ["status", "model", "qualification"]
@@ -57,6 +72,8 @@ class AssemblyAuditFilter(django_filters.FilterSet):
     stage = django_filters.CharFilter(label="Stage")
     operating_limit = django_filters.NumberFilter(label="Limit #")
     run_ref = django_filters.CharFilter(lookup_expr="icontains", label="Run")
+
+    sort = sort_filter(created="created_at", total="total", verdict="verdict")
 
     class Meta:
         model = AssemblyAudit

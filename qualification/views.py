@@ -35,13 +35,6 @@ def _conflict_text(exc: APIException) -> str:
 class QualificationListView(WorkspaceListView):
     template_name = "qualification/qualification_list.html"
     filterset_class = filters.QualificationFilter
-    sort_fields = {
-        "created": "created_at",
-        "name": "name",
-        "model": "configuration__model_name",
-        "status": "status",
-        "trials": "trial_count",
-    }
     default_sort = "-created"
 
     def get_queryset(self):
@@ -281,12 +274,6 @@ class TrialListView(WorkspaceListView):
     template_name = "qualification/trial_list.html"
     filterset_class = filters.TrialFilter
     paginate_by = 100
-    sort_fields = {
-        "task": "task__external_id",
-        "stratum": "stratum_tokens",
-        "repeat": "repeat",
-        "input": "input_tokens",
-    }
     default_sort = "task"
 
     def get_queryset(self):
@@ -548,7 +535,6 @@ class LimitEditView(LimitFormMixin, WorkspaceTemplateView):
 class LimitListView(WorkspaceListView):
     template_name = "qualification/limit_list.html"
     filterset_class = filters.OperatingLimitFilter
-    sort_fields = {"created": "created_at", "name": "name", "status": "status"}
     default_sort = "-created"
 
     def get_queryset(self):
@@ -678,7 +664,6 @@ class LimitCheckView(WorkspaceTemplateView):
 class AuditListView(WorkspaceListView):
     template_name = "qualification/audit_list.html"
     filterset_class = filters.AssemblyAuditFilter
-    sort_fields = {"created": "created_at", "total": "total", "verdict": "verdict"}
     default_sort = "-created"
 
     def get_queryset(self):

@@ -3,6 +3,7 @@
 import django_filters
 from django.db.models import Q
 
+from governance.filters import sort_filter
 from specs.models import Consequence, RestartPackage, Spec, SpecVersion, VersionStatus
 
 
@@ -10,6 +11,7 @@ class SpecFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     consequence = django_filters.ChoiceFilter(choices=Consequence.choices, empty_label="Any")
     pending = django_filters.BooleanFilter(method="filter_pending", label="Has a version in review")
+    sort = sort_filter(title="title", updated="updated_at", consequence="consequence")
 
     class Meta:
         model = Spec
@@ -31,6 +33,7 @@ class SpecFilter(django_filters.FilterSet):
 class SpecVersionFilter(django_filters.FilterSet):
     spec = django_filters.NumberFilter(field_name="spec_id")
     status = django_filters.MultipleChoiceFilter(choices=VersionStatus.choices)
+    sort = sort_filter(created="created_at", submitted="submitted_at", number="number")
 
     class Meta:
         model = SpecVersion
@@ -47,6 +50,7 @@ class RestartPackageFilter(django_filters.FilterSet):
         empty_label="Any",
     )
     trace_session = django_filters.NumberFilter(field_name="trace_session_id")
+    sort = sort_filter(created="created_at", title="title")
 
     class Meta:
         model = RestartPackage

@@ -26,9 +26,9 @@ from specs.analysis.content import (
 from specs.formats.markdown import Source, parse_source
 from specs.formats.restart import INDICATORS, Discrepancy, Indicator
 from specs.models import Consequence, ItemKind, ItemStatus
-from specs.services import MAX_OUTPUT_BYTES, VerificationInput
+from specs.services import VerificationInput
+from specs.validators import MAX_OUTPUT_BYTES, validate_commit, validate_output_size
 
-COMMIT_RE = re.compile(r"[0-9a-fA-F]{7,64}")
 COMMIT_HELP = "A git commit hash: 7 to 64 hexadecimal digits."
 
 
@@ -331,7 +331,7 @@ class PackageForm(forms.Form):
         help_text="e.g. git@host:team/repo.git",
     )
     branch = forms.CharField(max_length=300, required=False)
-    commit = forms.CharField(max_length=64, help_text=COMMIT_HELP)
+    commit = forms.CharField(max_length=64, help_text=COMMIT_HELP, validators=[validate_commit])
     completed_changes = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -380,10 +380,7 @@ class PackageForm(forms.Form):
         self.discrepancy_rows: list[dict] = []
 
     def clean_commit(self):
-        commit = self.cleaned_data["commit"].strip()
-        if not COMMIT_RE.fullmatch(commit):
-            raise ValidationError(COMMIT_HELP)
-        return commit.lower()
+        return self.cleaned_data["commit"].lower()
 
     def clean(self):
         data = super().clean()
@@ -427,10 +424,7 @@ class PackageForm(forms.Form):
                     row["output"] = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     row["errors"]["output"] = ["The file is not UTF-8 text."]
-                if len(raw) > MAX_OUTPUT_BYTES:
-                    row["errors"]["output"] = [
-                        f"Raw output is limited to {MAX_OUTPUT_BYTES:,} bytes."
-                    ]
+                row["errors"] |= _field_errors("output", validate_output_size, raw)
             if not any([row["command"], row["exit_status"], row["output"].strip()]):
                 continue
             if not row["command"]:
@@ -441,10 +435,12 @@ class PackageForm(forms.Form):
                 row["errors"]["exit_status"] = [
                     "Give the exit status as a whole number, e.g. 0 or 1."
                 ]
-            if not COMMIT_RE.fullmatch(row["commit"]):
-                row["errors"]["commit"] = [COMMIT_HELP + " The commit the command ran against."]
-            if len(row["output"].encode()) > MAX_OUTPUT_BYTES:
-                row["errors"]["output"] = [f"Raw output is limited to {MAX_OUTPUT_BYTES:,} bytes."]
+            if commit_errors := _field_errors("commit", validate_commit, row["commit"]):
+                row["errors"]["commit"] = [
+                    " ".join([*commit_errors["commit"], "The commit the command ran against."])
+                ]
+            if "output" not in row["errors"]:
+                row["errors"] |= _field_errors("output", validate_output_size, row["output"])
             ok = ok and not row["errors"]
             self.verification_rows.append(row)
         self.discrepancy_rows = []
@@ -487,6 +483,15 @@ class PackageForm(forms.Form):
             )
             for row in self.discrepancy_rows
         ]
+
+
+def _field_errors(name: str, validator, value) -> dict[str, list[str]]:
+    """A model-field validator run on one repeated-row value: {name: messages} or {}."""
+    try:
+        validator(value)
+    except ValidationError as exc:
+        return {name: exc.messages}
+    return {}
 
 
 def _indices(data, group: str, field_name: str) -> list[int]:

@@ -16,6 +16,7 @@ from django.db.models.functions import Lower
 
 from governance.models import WorkspaceOwned
 from specs.analysis import content
+from specs.validators import validate_commit
 
 RESERVED_SLUGS = frozenset({"new", "review", "versions", "restart-packages", "suggest-key", "row"})
 
@@ -356,7 +357,7 @@ class RestartPackage(WorkspaceOwned):
     # Execution handoff: observations of repository state.
     repository_remote = models.CharField(max_length=500, blank=True)
     branch = models.CharField(max_length=300, blank=True)
-    commit = models.CharField(max_length=64)
+    commit = models.CharField(max_length=64, validators=[validate_commit])
     completed_changes = models.JSONField(default=list, blank=True)
     changed_files = models.JSONField(default=list, blank=True)
     current_failures = models.JSONField(default=list, blank=True)
@@ -393,7 +394,7 @@ class Verification(WorkspaceOwned):
     position = models.PositiveIntegerField()
     command = models.TextField()
     exit_status = models.IntegerField()
-    commit = models.CharField(max_length=64)
+    commit = models.CharField(max_length=64, validators=[validate_commit])
     ran_at = models.DateTimeField(null=True, blank=True)
     output = models.ForeignKey(TextBlob, on_delete=models.PROTECT, related_name="+")
     artifact = models.ForeignKey(

@@ -16,6 +16,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.text import slugify
 
+from governance.errors import Conflict
 from governance.models import Membership, Role, Workspace
 from governance.services import audit_record
 from specs import selectors
@@ -45,18 +46,21 @@ from specs.models import (
     Verification,
     VersionStatus,
 )
+from specs.validators import validate_commit, validate_output_size
 
-MAX_OUTPUT_BYTES = 5 * 1024 * 1024
 
-
-class SpecConflict(Exception):
-    """The request conflicts with the spec's current state (HTTP 409)."""
-
-    code = "conflict"
+class SpecConflict(Conflict):
+    """The request conflicts with the spec's current state (409); the body names `current`."""
 
     def __init__(self, message: str, *, current: SpecVersion | None = None):
-        super().__init__(message)
-        self.message = message
+        payload = {}
+        if current is not None:
+            payload["current_version"] = {
+                "id": current.pk,
+                "number": current.number,
+                "fingerprint": current.fingerprint,
+            }
+        super().__init__(message, payload=payload)
         self.current = current
 
 
@@ -68,6 +72,18 @@ class StaleBase(SpecConflict):
 
 class SelfReviewRefused(PermissionDenied):
     """The author of a version tried to approve or reject it."""
+
+
+def _validate(**checks) -> None:
+    """Run field validators; their errors are raised together, keyed by field."""
+    errors = {}
+    for field_name, check in checks.items():
+        try:
+            check()
+        except ValidationError as exc:
+            errors[field_name] = exc.messages
+    if errors:
+        raise ValidationError(errors)
 
 
 # --- specs -------------------------------------------------------------------
@@ -445,8 +461,12 @@ def restart_package_create(
             raise ValidationError({"indicators": "Describe the 'other' indicator in its note."})
     if not normalize_text(instruction.next_action):
         raise ValidationError({"next_action": "State the next action."})
-    if not repository.commit.strip():
-        raise ValidationError({"commit": "Give the commit the handoff describes."})
+    _validate(commit=lambda: validate_commit(repository.commit.strip()))
+    for verification in verifications:
+        _validate(
+            commit=lambda v=verification: validate_commit(v.commit.strip()),
+            output=lambda v=verification: validate_output_size(v.output),
+        )
     if trace_session is not None and trace_session.workspace_id != workspace.pk:
         raise ValidationError({"trace_session": "No such trace session in this workspace."})
     with transaction.atomic():
@@ -538,10 +558,7 @@ def _verification_artifact(*, workspace, package, position: int, verification, a
     from artifacts.storage import blob_open
 
     raw = verification.output.encode()
-    if len(raw) > MAX_OUTPUT_BYTES:
-        raise ValidationError(
-            {"output": f"Raw output is {len(raw):,} bytes; the limit is {MAX_OUTPUT_BYTES:,}."}
-        )
+    _validate(output=lambda: validate_output_size(raw))
     artifact = artifact_write(
         workspace=workspace,
         source=raw,
@@ -561,10 +578,7 @@ def _verification_artifact(*, workspace, package, position: int, verification, a
 def text_blob_store(*, workspace: Workspace, content: str) -> TextBlob:
     """Keep raw text verbatim, once per workspace, under its sha256."""
     raw = content.encode()
-    if len(raw) > MAX_OUTPUT_BYTES:
-        raise ValidationError(
-            {"output": f"Raw output is {len(raw):,} bytes; the limit is {MAX_OUTPUT_BYTES:,}."}
-        )
+    _validate(output=lambda: validate_output_size(raw))
     digest = hashlib.sha256(raw).hexdigest()
     blob, _ = TextBlob.objects.get_or_create(
         workspace=workspace,

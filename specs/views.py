@@ -69,7 +69,6 @@ def _form_errors(form, exc: ValidationError) -> None:
 class SpecListView(WorkspaceListView):
     template_name = "specs/spec_list.html"
     filterset_class = SpecFilter
-    sort_fields = {"title": "title", "updated": "updated_at", "consequence": "consequence"}
     default_sort = "title"
 
     def get_queryset(self):
@@ -678,7 +677,6 @@ class ReviewQueueView(WorkspaceTemplateView):
 class PackageListView(WorkspaceListView):
     template_name = "specs/package_list.html"
     filterset_class = RestartPackageFilter
-    sort_fields = {"created": "created_at", "title": "title"}
     default_sort = "-created"
 
     def get_queryset(self):

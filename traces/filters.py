@@ -5,6 +5,7 @@ import django_filters
 from django import forms
 from django.db.models import F, Lookup, Q
 
+from governance.filters import sort_filter
 from traces.models import Harness, Session
 
 
@@ -58,8 +59,8 @@ def sessions_with_model(value: str) -> ItemContains:
 class SessionFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="filter_text", label="Search")
     harness = django_filters.ChoiceFilter(choices=Harness.choices, empty_label="Any harness")
-    model = django_filters.CharFilter(method="filter_model", label="Model")
-    project = django_filters.CharFilter(method="filter_project", label="Project")
+    model = django_filters.CharFilter(method="filter_model", label="Model", max_length=200)
+    project = django_filters.CharFilter(method="filter_project", label="Project", max_length=300)
     started_after = django_filters.DateFilter(
         field_name="started_at", lookup_expr="date__gte", label="Started on or after",
         widget=forms.DateInput(attrs={"type": "date"}),
@@ -68,6 +69,15 @@ class SessionFilter(django_filters.FilterSet):
         field_name="started_at", lookup_expr="date__lte", label="Started on or before",
         widget=forms.DateInput(attrs={"type": "date"}),
     )  # fmt: skip
+
+    sort = sort_filter(
+        started="started_at",
+        calls="call_count",
+        context="max_context",
+        compactions="compaction_count",
+        agents="agent_count",
+        output="output_tokens",
+    )
 
     class Meta:
         model = Session

@@ -23,14 +23,6 @@ from traces.services import JOB_KIND, UploadTooLarge, trace_uploads_receive
 class SessionListView(WorkspaceListView):
     template_name = "traces/session_list.html"
     filterset_class = SessionFilter
-    sort_fields = {
-        "started": "started_at",
-        "calls": "call_count",
-        "context": "max_context",
-        "compactions": "compaction_count",
-        "agents": "agent_count",
-        "output": "output_tokens",
-    }
     default_sort = "-started"
 
     def get_queryset(self):

@@ -17,6 +17,7 @@ from artifacts.api.uploads import ArtifactUploadHandler, RawBodyParser, header_t
 from artifacts.filters import ArtifactFilter
 from artifacts.models import Artifact, ArtifactWriteFailure
 from artifacts.storage import StorageFailed
+from governance.api.exceptions import register_body
 from governance.api.permissions import resolve_api_workspace
 from governance.api.viewsets import WorkspaceReadOnlyViewSet, WorkspaceScopedMixin
 from governance.models import Role
@@ -53,11 +54,11 @@ class StorageUnavailable(exceptions.APIException):
     default_code = "storage_failed"
 
 
-def _read_limit(exc: services.ReadLimitExceeded) -> Response:
-    # A Response, not a ValidationError: DRF turns every value of an error into a string,
-    # and `allowed` is a number a client compares with what it asked for.
+def _read_limit_body(exc: services.ReadLimitExceeded, context: dict) -> dict:
+    # Serialized here, not by a ValidationError: DRF turns every value of an error into a
+    # string, and `allowed` is a number a client compares with what it asked for.
     data = {"detail": str(exc), "limit": exc.limit, "allowed": exc.allowed}
-    return Response(s.ReadLimitSerializer(data).data, status=status.HTTP_400_BAD_REQUEST)
+    return s.ReadLimitSerializer(data).data
 
 
 LIMIT_RESPONSE = OpenApiResponse(
@@ -67,15 +68,20 @@ LIMIT_RESPONSE = OpenApiResponse(
 )
 
 
-def _gone(exc: services.ArtifactGone, request) -> Response:
+def _gone_body(exc: services.ArtifactGone, context: dict) -> dict:
     data = {
         "detail": str(exc),
         "reason": exc.reason,
         "gone_at": exc.at,
         "artifact": exc.artifact,
     }
-    body = s.GoneSerializer(data, context={"request": request}).data
-    return Response(body, status=status.HTTP_410_GONE)
+    return s.GoneSerializer(data, context={"request": context.get("request")}).data
+
+
+# The exception handler answers these with their status (400, 410); the body carries the
+# limit as a number and the tombstone's pointer, which need this app's serializers.
+register_body(services.ReadLimitExceeded, _read_limit_body)
+register_body(services.ArtifactGone, _gone_body)
 
 
 WRITE_DESCRIPTION = """
@@ -300,10 +306,7 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
     )
     def retrieve(self, request, pk=None):
         artifact = self._artifact(pk)
-        try:
-            services.ensure_readable(artifact)
-        except services.ArtifactGone as exc:
-            return _gone(exc, request)
+        services.ensure_readable(artifact)
         return Response(s.ArtifactSerializer(artifact, context={"request": request}).data)
 
     @extend_schema(
@@ -317,12 +320,9 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
         artifact = self._artifact(pk)
         payload = s.DeleteInputSerializer(data=request.query_params)
         payload.is_valid(raise_exception=True)
-        try:
-            artifact = services.artifact_delete(
-                artifact=artifact, actor=request.user, reason=payload.validated_data["reason"]
-            )
-        except services.ArtifactGone as exc:
-            return _gone(exc, request)
+        artifact = services.artifact_delete(
+            artifact=artifact, actor=request.user, reason=payload.validated_data["reason"]
+        )
         return Response(s.ArtifactSerializer(artifact, context={"request": request}).data)
 
     # --- bounded reads ---------------------------------------------------------
@@ -331,18 +331,10 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
         artifact = self._artifact(pk)
         query = query_serializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        try:
-            result = read(artifact, query.validated_data)
-        except services.ArtifactGone as exc:
-            return artifact, query.validated_data, _gone(exc, request)
-        except services.ReadLimitExceeded as exc:
-            return artifact, query.validated_data, _read_limit(exc)
-        return artifact, query.validated_data, result
+        return artifact, query.validated_data, read(artifact, query.validated_data)
 
     def _excerpt_response(self, request, pk, mode, query_serializer, read):
         artifact, _, result = self._read(request, pk, query_serializer, read)
-        if isinstance(result, Response):
-            return result
         data = s.excerpt_data(artifact, result) | {
             "mode": mode,
             "artifact_lines": artifact.line_count,
@@ -440,8 +432,6 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
                 max_matches=q["max_matches"],
             ),
         )
-        if isinstance(result, Response):
-            return result
         data = {
             "artifact_id": artifact.pk,
             "artifact_sha256": artifact.sha256,
@@ -484,8 +474,6 @@ class ArtifactViewSet(WorkspaceScopedMixin, mixins.ListModelMixin, viewsets.Gene
                 artifact=artifact, reader=self._reader()
             ),
         )
-        if isinstance(handle, Response):
-            return handle
         response = FileResponse(handle, content_type="text/plain; charset=utf-8")
         response["Content-Length"] = str(artifact.size_bytes)
         response["ETag"] = f'"{artifact.sha256}"'

@@ -11,12 +11,13 @@ from django.utils import timezone
 
 from artifacts.models import Artifact, ArtifactState
 from artifacts.storage import StorageFailed, blob_delete, stale_staging_remove
+from governance.errors import Gone
 from governance.services import audit_record
 
 logger = logging.getLogger("artifacts.services")
 
 
-class ArtifactGone(Exception):
+class ArtifactGone(Gone):
     """The artifact expired or was deleted: its content can no longer be read (410)."""
 
     def __init__(self, artifact: Artifact):

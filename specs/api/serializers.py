@@ -26,12 +26,9 @@ from specs.models import (
     SpecVersion,
     VersionStatus,
 )
-from specs.services import MAX_OUTPUT_BYTES
+from specs.validators import validate_commit, validate_output_size
 from traces.annotations.models import Divergence
 from traces.models import Run, Session
-
-COMMIT_PATTERN = r"^[0-9a-fA-F]{7,64}$"
-COMMIT_MESSAGE = "Give a git commit hash: 7 to 64 hexadecimal digits."
 
 
 class WorkspaceObjectField(serializers.PrimaryKeyRelatedField):
@@ -414,31 +411,24 @@ class DiffSerializer(serializers.Serializer):
 class RepositorySerializer(serializers.Serializer):
     remote = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
     branch = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
-    commit = serializers.RegexField(COMMIT_PATTERN, error_messages={"invalid": COMMIT_MESSAGE})
+    commit = serializers.CharField(max_length=64, validators=[validate_commit])
 
 
 class VerificationSerializer(serializers.Serializer):
     command = serializers.CharField(max_length=10_000)
     exit_status = serializers.IntegerField(min_value=-(2**31), max_value=2**31 - 1)
-    commit = serializers.RegexField(
-        COMMIT_PATTERN,
-        error_messages={"invalid": COMMIT_MESSAGE},
+    commit = serializers.CharField(
+        max_length=64,
+        validators=[validate_commit],
         help_text="The commit the command ran against.",
     )
     output = serializers.CharField(
         allow_blank=True,
         trim_whitespace=False,
+        validators=[validate_output_size],
         help_text="The raw output, verbatim (stored with its sha256; not a paraphrase).",
     )
     ran_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-
-    def validate_output(self, value):
-        size = len(value.encode())
-        if size > MAX_OUTPUT_BYTES:
-            raise serializers.ValidationError(
-                f"Raw output is {size:,} bytes; the limit is {MAX_OUTPUT_BYTES:,}."
-            )
-        return value
 
 
 class DiscrepancySerializer(serializers.Serializer):

@@ -16,7 +16,6 @@ from rest_framework import serializers as drf_serializers
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from governance.api.exceptions import Conflict
 from governance.api.viewsets import WorkspaceScopedMixin
 from governance.models import Role
 from specs import selectors, services
@@ -66,31 +65,12 @@ class FormatChoiceMixin:
             raise drf_serializers.ValidationError({"format": [f"Use one of: {formats}."]}) from None
 
 
-class ConflictAs409Mixin:
-    """A spec conflict (stale base, lost race, wrong state) answers 409 naming the current version."""
-
-    def handle_exception(self, exc):
-        if not isinstance(exc, services.SpecConflict):
-            return super().handle_exception(exc)
-        response = super().handle_exception(Conflict(exc.message))
-        body = {"detail": exc.message, "code": exc.code}
-        if exc.current is not None:
-            body["current_version"] = {
-                "id": exc.current.pk,
-                "number": exc.current.number,
-                "fingerprint": exc.current.fingerprint,
-            }
-        response.data = body
-        return response
-
-
 def attachment(response, filename: str):
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
 class SpecViewSet(
-    ConflictAs409Mixin,
     WorkspaceScopedMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -219,7 +199,6 @@ class SpecViewSet(
 
 
 class SpecVersionViewSet(
-    ConflictAs409Mixin,
     FormatChoiceMixin,
     WorkspaceScopedMixin,
     mixins.ListModelMixin,
@@ -376,7 +355,6 @@ class SpecVersionViewSet(
 
 
 class RestartPackageViewSet(
-    ConflictAs409Mixin,
     FormatChoiceMixin,
     WorkspaceScopedMixin,
     mixins.ListModelMixin,

@@ -187,3 +187,18 @@ def test_session_upload_through_the_api_with_csrf(live_server, members, workspac
     assert no_csrf.status_code == 403
     assert Artifact.objects.count() == 1
     assert [p for p in artifact_files() if p.suffix == ".part"] == []
+
+
+def test_deleting_an_artifact_already_gone_flashes_why_on_the_tombstone(
+    client_for, store, workspace
+):
+    artifact = store(b"x\n")
+    editor = client_for("editor")
+    editor.post(page(workspace, artifact, "delete/"), {"reason": "personal data."})
+    again = editor.post(page(workspace, artifact, "delete/"), {"reason": "twice"}, follow=True)
+    assert again.redirect_chain[-1][0].endswith(f"/artifacts/{artifact.pk}/")
+    assert again.status_code == 410  # the tombstone page, through the one page mapping
+    html = again.content.decode()
+    assert html.count("This artifact was deleted on") >= 2  # the flash and the tombstone
+    artifact.refresh_from_db()
+    assert artifact.delete_reason == "personal data."

@@ -390,3 +390,17 @@ def test_proposing_on_a_cache_miss_queues_the_analysis_and_says_so(
         in response.content.decode()
     )
     assert not OperatingLimit.objects.exists()
+
+
+def test_sweeps_sort_by_the_same_names_on_the_page_and_the_api(
+    make_qualification, client_for, api_for
+):
+    for name in ("Sweep B", "Sweep A", "Sweep C"):
+        make_qualification(name=name)
+    page = client_for("viewer").get(f"{BASE}/sweeps/?sort=-name").content.decode()
+    assert page.index("Sweep C") < page.index("Sweep B") < page.index("Sweep A")
+    api = api_for("viewer")
+    names = [q["name"] for q in api.get("/api/v1/qualifications/?sort=-name").json()["results"]]
+    assert names == ["Sweep C", "Sweep B", "Sweep A"]
+    names = [q["name"] for q in api.get("/api/v1/qualifications/?sort=trials").json()["results"]]
+    assert sorted(names) == ["Sweep A", "Sweep B", "Sweep C"]  # the annotation sorts too

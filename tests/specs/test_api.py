@@ -666,3 +666,15 @@ def test_openapi_schema_documents_the_specs_endpoints(api_for):
     approve = paths["/api/v1/spec-versions/{id}/approve/"]["post"]
     assert approve["summary"] == "Approve a version in review (reviewers; not its author)"
     assert "409" in approve["responses"]
+
+
+def test_specs_sort_by_the_page_names_on_the_page_and_the_api(api_for, client_for, workspace):
+    api = api_for("editor")
+    for title, slug in (("Beta", "beta"), ("Alpha", "alpha"), ("Gamma", "gamma")):
+        create_spec(api, title=title, slug=slug)
+    titles = [s["title"] for s in api.get("/api/v1/specs/?sort=-title").json()["results"]]
+    assert titles == ["Gamma", "Beta", "Alpha"]
+    titles = [s["title"] for s in api.get("/api/v1/specs/?sort=title").json()["results"]]
+    assert titles == ["Alpha", "Beta", "Gamma"]
+    page = client_for("viewer").get(f"/w/{workspace.slug}/specs/?sort=-title").content.decode()
+    assert page.index("Gamma") < page.index("Beta") < page.index("Alpha")

@@ -1,21 +1,30 @@
 """Filters and parameters for the analytics pages, and the what-if calculator form."""
 
+import copy
+
 from django import forms
 
 from traces.analysis.cycle import MAX_GROWTH, MAX_PENALTY, MAX_TOKENS
 from traces.analysis.task_types import LABELS
 from traces.analytics.selectors import PARAMETER_DEFAULTS, AnalyticsFilters
-from traces.models import Harness
+from traces.filters import SessionFilter
 
-DATE = forms.DateInput(attrs={"type": "date"})
+
+def _session_filter(name: str, **attrs) -> forms.Field:
+    """The sessions FilterSet's field `name`: analytics filter sessions by the same names,
+    choices and parsing as the sessions page and API."""
+    field = copy.deepcopy(SessionFilter.base_filters[name].field)
+    for attr, value in attrs.items():
+        setattr(field, attr, value)
+    return field
 
 
 class AnalyticsFilterForm(forms.Form):
-    started_after = forms.DateField(required=False, label="From", widget=DATE)
-    started_before = forms.DateField(required=False, label="To", widget=DATE)
-    harness = forms.ChoiceField(required=False, choices=[("", "Any harness"), *Harness.choices])
-    model = forms.CharField(required=False, max_length=200)
-    project = forms.CharField(required=False, max_length=300)
+    started_after = _session_filter("started_after", label="From")
+    started_before = _session_filter("started_before", label="To")
+    harness = _session_filter("harness", label="Harness")
+    model = _session_filter("model")
+    project = _session_filter("project")
     task_type = forms.ChoiceField(
         required=False, label="Task type", choices=[("", "Any task type"), *LABELS.items()]
     )
