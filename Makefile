@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast lint format worker beat migrate demo bench clean check-deploy
+.PHONY: run test test-fast test-cov lint format worker beat migrate demo bench clean check-deploy
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ test: $(VENV)/.installed-dev
 
 test-fast: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m "not browser and not celery_worker" $(PYTEST_ARGS)
+
+## test-cov: the fast suite under coverage; prints the line coverage of the apps
+test-cov: $(VENV)/.installed-dev
+	mkdir -p var
+	$(BIN)/coverage run -m pytest -m "not browser and not celery_worker" $(PYTEST_ARGS)
+	$(BIN)/coverage report --format=total
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

@@ -7,7 +7,6 @@ import re
 
 import pytest
 import requests
-from django.core.management import call_command
 
 from artifacts import demo, services
 from artifacts.models import Artifact, ArtifactRead, ArtifactWriteFailure
@@ -121,18 +120,6 @@ def test_demo_seed_is_idempotent_and_realistic(workspace, members):
     assert by_call[(demo.OLD_RUN, "call-env-2")].state == "deleted"
     assert ArtifactWriteFailure.objects.count() == 1
     assert ArtifactRead.objects.filter(artifact=log).count() == 2
-
-
-def test_seed_demo_command_includes_artifacts():
-    call_command("seed_demo", stdout=io.StringIO())
-    demo_artifacts = Artifact.objects.filter(workspace__slug="demo").exclude(
-        run_id__startswith="restart-package-"
-    )
-    assert demo_artifacts.count() == 5
-    # Restart packages in the demo keep their verification output as artifacts too.
-    assert Artifact.objects.filter(
-        workspace__slug="demo", run_id__startswith="restart-package-"
-    ).exists()
 
 
 def test_openapi_schema_documents_the_artifact_endpoints(client_for):

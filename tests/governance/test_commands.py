@@ -46,20 +46,3 @@ def test_create_api_token_prints_only_the_token():
     run("create_workspace", "elsewhere")
     with pytest.raises(CommandError, match="not a member"):
         run("create_api_token", "--user", "bob", "--workspace", "elsewhere")
-
-
-def test_seed_demo_is_idempotent():
-    first = run("seed_demo")
-    assert "admin-demo-pass" in first and "viewer-demo-pass" in first
-    counts = (Workspace.objects.count(), Membership.objects.count())
-    run("seed_demo")
-    assert (Workspace.objects.count(), Membership.objects.count()) == counts
-    roles = dict(
-        Membership.objects.filter(workspace__slug="demo").values_list("user__username", "role")
-    )
-    assert roles == {
-        "admin": Role.ADMIN,
-        "reviewer": Role.REVIEWER,
-        "editor": Role.EDITOR,
-        "viewer": Role.VIEWER,
-    }
