@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from governance.models import Workspace
 from specs.analysis.content import Item, fingerprint
-from specs.analysis.diff import VersionDiff, diff_items, resolved_keys
+from specs.analysis.diff import VersionDiff, acknowledgement_keys, diff_items
 from specs.formats import restart
 from specs.formats.markdown import ExportHeader, Source, SpecDocument, render_markdown
 from specs.inputs import SourceInput
@@ -183,9 +183,11 @@ def comparison_base(
 
 
 def pending_resolutions(*, version: SpecVersion) -> list[dict]:
-    """Open questions this version settles or removes, against the version it supersedes.
+    """Open questions this version settles or removes, then settled items it omits, against
+    the version it supersedes: what a decision must acknowledge.
 
-    Each entry has the key, the question as it stood and what replaced it (or None).
+    Each entry has the key, its `category` ("resolved" or "omitted"), the item as it stood
+    and what replaced it (or None).
     """
     base = (
         version_get(workspace=version.workspace, pk=version.supersedes_id)
@@ -194,9 +196,11 @@ def pending_resolutions(*, version: SpecVersion) -> list[dict]:
     )
     before = {item.key: item for item in version_items(version=base)}
     after = {item.key: item for item in version_items(version=version)}
+    needed = acknowledgement_keys(list(before.values()), list(after.values()))
     return [
-        {"key": key, "before": before[key], "after": after.get(key)}
-        for key in resolved_keys(list(before.values()), list(after.values()))
+        {"key": key, "category": category, "before": before[key], "after": after.get(key)}
+        for category, keys in needed.items()
+        for key in keys
     ]
 
 

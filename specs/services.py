@@ -28,7 +28,7 @@ from specs.analysis.content import (
     normalize_item,
     normalize_text,
 )
-from specs.analysis.diff import resolved_keys
+from specs.analysis.diff import acknowledgement_keys
 from specs.formats.markdown import ImportResult, MarkdownImportError, parse_markdown
 from specs.formats.restart import INDICATORS, Discrepancy, Indicator, Instruction, Repository
 from specs.inputs import SourceInput, VerificationInput
@@ -340,8 +340,11 @@ def spec_version_submit(
                 data={"number": version.number, "fingerprint": version.fingerprint},
             )
             return version
-        resolved = resolved_keys(current.as_items() if current else [], items)
-        _require_acknowledged(resolved, acknowledged_resolutions, who="the submitter")
+        resolved = _require_acknowledged(
+            acknowledgement_keys(current.as_items() if current else [], items),
+            acknowledged_resolutions,
+            who="the submitter",
+        )
         version.acknowledged_resolutions = resolved
         _make_authoritative(version, current, now)
         audit_record(
@@ -383,8 +386,11 @@ def spec_version_approve(
         _require_reviewer(spec.workspace, reviewer, version)
         current = _authoritative(spec)
         _require_current_base(version.supersedes, current, doing="approve")
-        resolved = resolved_keys(current.as_items() if current else [], version.as_items())
-        _require_acknowledged(resolved, acknowledged_resolutions, who="the reviewer")
+        resolved = _require_acknowledged(
+            acknowledgement_keys(current.as_items() if current else [], version.as_items()),
+            acknowledged_resolutions,
+            who="the reviewer",
+        )
         now = timezone.now()
         version.reviewer = reviewer
         version.review_comment = normalize_text(comment)
@@ -643,24 +649,33 @@ def _require_reviewer(workspace: Workspace, user, version: SpecVersion) -> None:
 
 
 def _require_acknowledged(
-    resolved: list[str], acknowledged: Iterable[str] | None, *, who: str
-) -> None:
+    needed: dict[str, list[str]], acknowledged: Iterable[str] | None, *, who: str
+) -> list[str]:
+    """Every resolved question and omitted settled item, acknowledged by key; returns the keys."""
+    keys = [key for category_keys in needed.values() for key in category_keys]
     given = [key.strip() for key in (acknowledged or []) if key and key.strip()]
-    missing = [key for key in resolved if key not in given]
-    unknown = [key for key in given if key not in resolved]
+    unknown = [key for key in given if key not in keys]
     messages = []
+    missing = [key for key in needed["resolved"] if key not in given]
     if missing:
         messages.append(
             f"This version resolves open question{'s' if len(missing) > 1 else ''} "
             f"{', '.join(missing)}; {who} must acknowledge each by key."
         )
+    missing = [key for key in needed["omitted"] if key not in given]
+    if missing:
+        messages.append(
+            f"This version drops settled item{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}; {who} must acknowledge each by key."
+        )
     if unknown:
         messages.append(
-            f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not resolved by this "
-            "version; acknowledge only the listed resolutions."
+            f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} neither resolved nor "
+            "dropped by this version; acknowledge only the listed keys."
         )
     if messages:
         raise ValidationError({"acknowledged_resolutions": messages})
+    return keys
 
 
 def _make_authoritative(version: SpecVersion, current: SpecVersion | None, now) -> None:

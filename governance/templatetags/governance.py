@@ -58,3 +58,9 @@ def pairs(mapping):
     """A dict's (key, value) pairs. `mapping.items` in a template reads a key named "items"
     first, which JSON data (audit details, job counts) may well have."""
     return list(mapping.items()) if isinstance(mapping, dict) else []
+
+
+@register.filter
+def count_category(entries, category: str) -> int:
+    """How many of the dicts in `entries` have this `category`."""
+    return sum(1 for entry in entries or () if entry.get("category") == category)

@@ -130,8 +130,18 @@ def diff_items(before: Sequence[Item], after: Sequence[Item]) -> VersionDiff:
 
 
 def resolved_keys(before: Sequence[Item], after: Sequence[Item]) -> list[str]:
-    """Keys of open questions the newer version settles or removes: each needs acknowledging."""
+    """Keys of open questions the newer version settles or removes."""
     return diff_items(before, after).keys("resolved")
+
+
+ACKNOWLEDGED_CATEGORIES = ("resolved", "omitted")
+
+
+def acknowledgement_keys(before: Sequence[Item], after: Sequence[Item]) -> dict[str, list[str]]:
+    """What a decision must acknowledge by key: open questions resolved (settled or removed)
+    and settled items omitted. Neither may change a spec silently."""
+    diff = diff_items(before, after)
+    return {category: diff.keys(category) for category in ACKNOWLEDGED_CATEGORIES}
 
 
 def word_diff(before: str, after: str) -> tuple[WordOp, ...]:

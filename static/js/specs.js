@@ -75,7 +75,7 @@
     button.disabled = ticked < boxes.length;
     if (hint) {
       hint.textContent = ticked < boxes.length
-        ? "Acknowledged " + ticked + " of " + boxes.length + " resolved questions; acknowledge all to approve."
+        ? "Acknowledged " + ticked + " of " + boxes.length + " items; acknowledge all to approve."
         : "All resolved questions acknowledged.";
     }
   }

@@ -678,3 +678,29 @@ def test_specs_sort_by_the_page_names_on_the_page_and_the_api(api_for, client_fo
     assert titles == ["Alpha", "Beta", "Gamma"]
     page = client_for("viewer").get(f"/w/{workspace.slug}/specs/?sort=-title").content.decode()
     assert page.index("Gamma") < page.index("Beta") < page.index("Alpha")
+
+
+def test_a_dropped_settled_item_needs_acknowledging_through_the_api(api_for, approved):
+    spec, v1 = approved
+    editor, reviewer = api_for("editor"), api_for("reviewer")
+    dropped = [item for item in RESOLVED if item["key"] != "api-compat"]
+    v2 = create_version(editor, spec["id"], supersedes=v1["id"], items=dropped).json()
+    editor.post(f"/api/v1/spec-versions/{v2['id']}/submit/")
+    only_question = reviewer.post(
+        f"/api/v1/spec-versions/{v2['id']}/approve/",
+        {"acknowledged_resolutions": ["storage"]},
+        format="json",
+    )
+    assert only_question.status_code == 400
+    assert only_question.json() == {
+        "acknowledged_resolutions": [
+            "This version drops settled item api-compat; the reviewer must acknowledge each by key."
+        ]
+    }
+    both = reviewer.post(
+        f"/api/v1/spec-versions/{v2['id']}/approve/",
+        {"acknowledged_resolutions": ["storage", "api-compat"]},
+        format="json",
+    )
+    assert both.status_code == 200
+    assert both.json()["acknowledged_resolutions"] == ["storage", "api-compat"]

@@ -41,7 +41,7 @@ def test_reviewer_approves_only_after_acknowledging_resolved_questions(
     assert acknowledgement.bounding_box()["y"] < approve.bounding_box()["y"]
     expect(review.get_by_text("Where does raw tool output live?")).to_be_visible()
     expect(approve).to_be_disabled()
-    expect(review.get_by_text("Acknowledged 0 of 1 resolved questions")).to_be_visible()
+    expect(review.get_by_text("Acknowledged 0 of 1 items")).to_be_visible()
     screenshot("specs-review-before-acknowledging")
 
     # Forcing the button past the browser does not help: the server refuses.
@@ -218,3 +218,37 @@ def test_the_diff_keeps_the_spaces_between_changed_words(page, login, in_review,
     assert after.inner_text() == "Raw tool output lives in the S3-compatible store."
     assert before.locator("del").count() >= 1 and after.locator("ins").count() >= 1
     screenshot("specs-diff-words")
+
+
+def test_reviewer_must_acknowledge_a_dropped_settled_item(
+    page, login, authoritative, members, screenshot
+):
+    spec, v1 = authoritative()
+    v2 = services.spec_version_create(
+        spec=spec,
+        author=members["editor"],
+        supersedes=v1,
+        items=[item for item in resolved(BASE_ITEMS) if item.key != "retention"],
+        note="Settles storage; retention moves to the storage spec.",
+    )
+    services.spec_version_submit(version=v2, actor=members["editor"])
+    login("reviewer-a")
+    page.goto(f"{page.base_url}/w/team-a/specs/versions/{v2.pk}/")
+    review = page.locator("#review")
+    expect(
+        review.get_by_text("This version resolves 1 open question and drops 1 settled item.")
+    ).to_be_visible()
+    expect(review.get_by_text("Settled constraint in v1")).to_be_visible()
+    expect(review.get_by_text("Raw uploads are kept for 30 days.")).to_be_visible()
+    approve = review.get_by_role("button", name="Approve v2 and supersede v1")
+    review.get_by_label(re.compile("I acknowledge that v2 resolves storage")).check()
+    expect(review.get_by_text("Acknowledged 1 of 2 items")).to_be_visible()
+    expect(approve).to_be_disabled()
+    screenshot("specs-review-dropped-settled-item")
+    review.get_by_label(re.compile("I acknowledge that v2 drops the settled retention")).check()
+    expect(approve).to_be_enabled()
+    approve.click()
+    page.wait_for_url(f"**/specs/versions/{v2.pk}/")
+    expect(page.locator("h1 .badge.status-authoritative")).to_have_text("authoritative")
+    v2.refresh_from_db()
+    assert v2.acknowledged_resolutions == ["storage", "retention"]

@@ -251,7 +251,10 @@ def test_review_queue(client_for, authoritative, members):
     v2 = submitted_resolution(spec, v1, members)
     assert client_for("editor").get(f"{W}/review/").status_code == 403
     page = client_for("reviewer").get(f"{W}/review/").content.decode()
-    assert "Payments API v2" in page and "Resolves 1 open question" in page
+    assert (
+        "Payments API v2" in page
+        and "It resolves 1 open question. Acknowledge each to approve." in page
+    )
     assert f'form="approve-{v2.pk}"' in page and "Rejection comment" in page
     approve = client_for("reviewer").post(
         f"{W}/versions/{v2.pk}/approve/", {"acknowledged": ["storage"], "next": f"{W}/review/"}

@@ -110,7 +110,7 @@ def test_approval_requires_each_resolution_acknowledged_exactly(authoritative, m
     services.spec_version_submit(version=v2, actor=members["editor"])
     for given, expected in [
         ([], ["This version resolves open question storage; the reviewer must acknowledge each by key."]),
-        (["storage", "retention"], ["retention is not resolved by this version; acknowledge only the listed resolutions."]),
+        (["storage", "retention"], ["retention is neither resolved nor dropped by this version; acknowledge only the listed keys."]),
     ]:  # fmt: skip
         with pytest.raises(ValidationError) as caught:
             services.spec_version_approve(
@@ -314,8 +314,10 @@ def test_chain_numbers_only_grow_so_supersession_cannot_cycle(authoritative, mem
             spec, previous, members["editor"], [*BASE_ITEMS, Item(f"k{index}", "requirement", "x")]
         )
         services.spec_version_submit(version=version, actor=members["editor"])
-        services.spec_version_approve(
-            version=version, reviewer=members["reviewer"], acknowledged_resolutions=[]
+        services.spec_version_approve(  # each version drops the settled k item before it
+            version=version,
+            reviewer=members["reviewer"],
+            acknowledged_resolutions=[f"k{index - 1}"] if index else [],
         )
         assert version.supersedes.number < version.number
         previous = version
@@ -352,3 +354,24 @@ def test_markdown_import_creates_a_draft_and_reports_every_bad_line(authoritativ
     assert caught.value.message_dict == {
         "sources": ["trace-session:999999: no such trace session in this workspace."]
     }
+
+
+def test_a_dropped_settled_item_must_be_acknowledged_too(authoritative, members):
+    spec, v1 = authoritative()
+    without_retention = [item for item in BASE_ITEMS if item.key != "retention"]
+    v2 = draft(spec, v1, members["editor"], without_retention)
+    services.spec_version_submit(version=v2, actor=members["editor"])
+    with pytest.raises(ValidationError) as caught:
+        services.spec_version_approve(
+            version=v2, reviewer=members["reviewer"], acknowledged_resolutions=[]
+        )
+    assert caught.value.message_dict["acknowledged_resolutions"] == [
+        "This version drops settled item retention; the reviewer must acknowledge each by key."
+    ]
+    v2.refresh_from_db()
+    assert v2.status == "in_review"
+    services.spec_version_approve(
+        version=v2, reviewer=members["reviewer"], acknowledged_resolutions=["retention"]
+    )
+    v2.refresh_from_db()
+    assert (v2.status, v2.acknowledged_resolutions) == ("authoritative", ["retention"])
