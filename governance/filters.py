@@ -14,5 +14,6 @@ def sort_filter(**names: str) -> django_filters.OrderingFilter:
     return django_filters.OrderingFilter(
         fields={field: name for name, field in names.items()},
         label="Sort",
+        empty_label="Default order",
         help_text=f"One of {', '.join(names)}; prefix '-' for descending.",
     )

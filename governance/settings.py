@@ -290,7 +290,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["governance.api.permissions.WorkspaceRolePermission"],
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "governance.api.filters.FilterBackend",
         "governance.api.filters.OrderingFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "governance.api.pagination.StandardPagination",

@@ -21,8 +21,12 @@ class QualificationFilter(django_filters.FilterSet):
     workload = django_filters.CharFilter(
         field_name="workload__name", lookup_expr="icontains", label="Workload"
     )
-    status = django_filters.ChoiceFilter(choices=QualificationStatus.choices)
-    consequence = django_filters.ChoiceFilter(choices=Consequence.choices)
+    status = django_filters.ChoiceFilter(
+        choices=QualificationStatus.choices, empty_label="Any status"
+    )
+    consequence = django_filters.ChoiceFilter(
+        choices=Consequence.choices, empty_label="Any consequence"
+    )
 
     sort = sort_filter(
         created="created_at",
@@ -53,7 +57,9 @@ class TrialFilter(django_filters.FilterSet):
 
 
 class OperatingLimitFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=LimitStatus.choices)
+    status = django_filters.ChoiceFilter(choices=LimitStatus.choices, empty_label="Any status")
+    # A number, not Meta's default model choice: its choices would list every workspace's sweeps.
+    qualification = django_filters.NumberFilter(field_name="qualification_id", label="Sweep #")
     model = django_filters.CharFilter(
         field_name="qualification__configuration__model_name",
         lookup_expr="icontains",
@@ -68,7 +74,9 @@ class OperatingLimitFilter(django_filters.FilterSet):
 
 
 class AssemblyAuditFilter(django_filters.FilterSet):
-    verdict = django_filters.ChoiceFilter(choices=[("within", "within"), ("over", "over")])
+    verdict = django_filters.ChoiceFilter(
+        choices=[("within", "within"), ("over", "over")], empty_label="Any verdict"
+    )
     stage = django_filters.CharFilter(label="Stage")
     operating_limit = django_filters.NumberFilter(label="Limit #")
     run_ref = django_filters.CharFilter(lookup_expr="icontains", label="Run")

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from governance import services
 from governance.api import serializers
 from governance.api.viewsets import WorkspaceReadOnlyViewSet, WorkspaceScopedMixin
-from governance.models import ApiToken, AuditEvent, Job, Membership, Role
+from governance.models import ApiToken, AuditEvent, Job, JobStatus, Membership, Role
 
 
 class CurrentWorkspaceView(APIView):
@@ -27,6 +27,8 @@ class CurrentWorkspaceView(APIView):
 
 
 class JobFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=JobStatus.choices, empty_label="Any status")
+
     class Meta:
         model = Job
         fields = ["kind", "status"]

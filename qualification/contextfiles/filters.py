@@ -12,8 +12,12 @@ class InstructionFilter(django_filters.FilterSet):
     revision = django_filters.NumberFilter(
         field_name="revision__number", help_text="Revision number (use with context_file)."
     )
-    category = django_filters.ChoiceFilter(choices=CategoryChoices.choices)
-    change = django_filters.ChoiceFilter(choices=Instruction.Change.choices)
+    category = django_filters.ChoiceFilter(
+        choices=CategoryChoices.choices, empty_label="Any category"
+    )
+    change = django_filters.ChoiceFilter(
+        choices=Instruction.Change.choices, empty_label="Any change"
+    )
     flagged = django_filters.BooleanFilter(
         method="filter_flagged",
         label="Flagged only",

@@ -234,6 +234,7 @@ def evaluations_for(*, workspace) -> QuerySet[Evaluation]:
         Evaluation.objects.for_workspace(workspace)
         .select_related("context_file", "revision", "supersedes", "superseded_by", "created_by")
         .annotate(trial_count=Count("trials", distinct=True))
+        .order_by("-created_at", "-id")  # Meta.ordering is dropped with the GROUP BY
     )
 
 
