@@ -1,6 +1,7 @@
 """The browsable API's filter forms list nothing from another workspace."""
 
 import pytest
+
 from qualification.contextfiles import services
 from tests.contextfiles.conftest import AGENTS_MD
 
