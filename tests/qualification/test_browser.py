@@ -83,7 +83,7 @@ def test_budget_check_updates_in_place(page, login, members, loaded_qualificatio
     )  # fmt: skip
     services.operating_limit_approve(
         limit=limit, reviewer=members["reviewer"],
-        membership=Membership.objects.get(user=members["reviewer"]),
+        membership=Membership.objects.get(user=members["reviewer"]), confirmed=True,
     )  # fmt: skip
     login("editor-a")
     page.goto(f"{page.base_url}/w/team-a/qualification/limits/{limit.pk}/")
