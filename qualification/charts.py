@@ -448,7 +448,7 @@ def decline_thumbnail(result: dict, *, limit_tokens: int | None) -> dict:
             x=_x(limit_tokens),
             line={"color": style["color"], "dash": style["dash"], "width": 2},
             annotation_text=f"this limit {format_tokens(limit_tokens)}",
-            annotation_position="top left",
+            annotation_position="bottom left",
             annotation_font={"size": 11, "color": style["color"]},
         )
     axis = stratum_axis(result["strata"]) if result["strata"] else {}

@@ -334,7 +334,7 @@ def operating_limit_approve(
             )
         if confirmed is not True:
             raise InputError(
-                f"confirm: tick “{APPROVAL_CONFIRMATION}” to approve; the approval records "
+                f"confirm: Tick “{APPROVAL_CONFIRMATION}” to approve; the approval records "
                 "that you did."
             )
         review = selectors.limit_review(limit=current)

@@ -66,7 +66,7 @@ def test_approving_without_the_confirmation_is_400_and_changes_nothing(
     assert response.status_code == 400
     body = response.content.decode()
     assert re.search(
-        r'<p class="error" role="alert"[^>]*>tick “I have read the justification', body
+        r'<p class="error" role="alert"[^>]*>Tick “I have read the justification', body
     )
     assert "looks fine</textarea>" in body  # what the reviewer typed is kept
     dropping_successor.refresh_from_db()
@@ -167,7 +167,7 @@ def test_the_api_takes_confirm_and_comment(api_for, dropping_successor):
     for body in ({}, {"confirm": False}, {"comment": "ok"}):
         refused = reviewer.post(url, body, format="json")
         assert refused.status_code == 400, body
-        assert refused.json()["detail"].startswith("confirm: tick “I have read")
+        assert refused.json()["detail"].startswith("confirm: Tick “I have read")
     too_long = reviewer.post(
         url, {"confirm": True, "comment": "x" * (services.COMMENT_MAX_CHARS + 1)}, format="json"
     )
