@@ -294,6 +294,11 @@ class LimitReview:
     def flagged(self) -> list[ValueChange]:
         return [c for c in self.changes if c.flagged]
 
+    @property
+    def others(self) -> list[ValueChange]:
+        """Stricter, new or merely changed values."""
+        return [c for c in self.changes if not c.flagged]
+
 
 def limit_review(*, limit: OperatingLimit) -> LimitReview:
     baseline = limit_baseline(limit=limit)

@@ -310,7 +310,11 @@ class OperatingLimitViewSet(WorkspaceViewSet):
     """Reviewed limits justified by a qualification. Approved limits are immutable."""
 
     queryset = OperatingLimit.objects.select_related(
-        "qualification__configuration", "qualification__workload", "created_by", "approved_by"
+        "qualification__configuration",
+        "qualification__workload",
+        "created_by",
+        "approved_by",
+        "supersedes",  # each limit's review compares it with the one it supersedes
     )
     serializer_class = serializers.OperatingLimitSerializer
     filterset_class = filters.OperatingLimitFilter

@@ -222,3 +222,31 @@ def test_the_qualification_page_leads_a_reviewer_to_the_limit_awaiting_them(
     assert f'<a class="button" href="{propose}">Propose operating limit</a>' in page
     for role in ("editor", "viewer"):  # the proposer, and a member who cannot review
         assert banner not in client_for(role).get(url).content.decode(), role
+
+
+def test_a_stricter_successor_has_no_flags_and_lists_its_other_changes(
+    client_for, dropping_successor, members
+):
+    stricter = services.operating_limit_propose(
+        qualification=dropping_successor.qualification,
+        actor=members["editor"],
+        name="Agents v3",
+        values={
+            "max_context_tokens": 8000,
+            "reserve_tokens": 2000,
+            "max_initial_assembly_tokens": 6000,
+            "source_limits": {"system": 3000, "history": 6000, "memory": 1000},
+        },
+        use_stage_template=True,
+    )
+    body = client_for("reviewer").get(f"{BASE}/limits/{stricter.pk}/").content.decode()
+    assert f"Nothing is removed or loosened compared with #{stricter.supersedes_id}." in body
+    assert 'class="flag-list"' not in body
+    others = body[
+        body.index("<h3>Other changes</h3>") : body.index(
+            "</table>", body.index("<h3>Other changes</h3>")
+        )
+    ]
+    assert "maximum context" in others and "status-tightened" in others
+    assert "stage <code>plan_generation</code> budget" in others
+    assert "stage <code>ticket_parsing</code>" not in others  # 4K in both: unchanged
