@@ -254,7 +254,9 @@ class CallPartView(WorkspaceTemplateView):
             "key": key,
             "kind": kind,
             "text": text,
-            "segments": segments(text) if kind in {"text", "thinking", "prompt"} else None,
+            "segments": segments(text)
+            if kind in {"text", "thinking", "prompt", "summary"}
+            else None,
             "back": _safe_next(request, request.GET.get("back")),
         }
         return render_region(request, self.template_name, "part", context)
