@@ -230,7 +230,20 @@
   document.addEventListener("DOMContentLoaded", function () {
     if (!root()) return;
     var errors = document.getElementById("mark-errors");
-    if (errors) { errors.focus(); return; }  // a refused mark: its problems come first
+    if (errors) {
+      // A refused mark: back at the step it was for, with its problems read out first.
+      var input = document.querySelector("[data-mark-call]");
+      var marked = input ? stepFor(input.value) : null;
+      if (marked) setCurrent(marked, { focus: false });
+      var settle = function () {
+        // After the browser has moved to the URL's fragment (which would take the focus).
+        errors.focus({ preventScroll: true });
+        errors.scrollIntoView({ block: "nearest" });
+      };
+      if (document.readyState === "complete") settle();
+      else window.addEventListener("load", function () { window.requestAnimationFrame(settle); });
+      return;
+    }
     var match = /^#step-(\d+)$/.exec(window.location.hash);
     var el = match ? stepFor(match[1]) : null;
     if (el) setCurrent(el);

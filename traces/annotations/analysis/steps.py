@@ -19,6 +19,8 @@ PREVIEW_CHARS = 1200
 PREVIEW_LINES = 16
 RESULT_PREVIEW_CHARS = 700
 RESULT_PREVIEW_LINES = 10
+SUMMARY_PREVIEW_CHARS = 3000  # a compaction summary is read whole more often than not
+SUMMARY_PREVIEW_LINES = 40
 SPAWN_TOOLS = {"Task", "Agent"}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`]*)[^\n]*$")
@@ -274,7 +276,9 @@ def build_step(
         blocks=blocks,
         has_text=text is not None,
         tool_names=tool_names,
-        summary=preview("summary", summary)
+        summary=preview(
+            "summary", summary, chars=SUMMARY_PREVIEW_CHARS, lines=SUMMARY_PREVIEW_LINES
+        )
         if isinstance(summary, str) and summary.strip()
         else None,
     )
