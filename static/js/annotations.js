@@ -126,7 +126,8 @@
     var edge = wrap ? wrap.getBoundingClientRect().bottom : 0;
     var steps = stepEls();
     for (var i = 0; i < steps.length; i++) {
-      if (steps[i].getBoundingClientRect().bottom > edge + 8) return steps[i];
+      // A step showing no more than a sliver below the strip is not the one being read.
+      if (steps[i].getBoundingClientRect().bottom > edge + 48) return steps[i];
     }
     return null;
   }

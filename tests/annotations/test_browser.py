@@ -328,3 +328,32 @@ def test_bad_demo_run_viewer_screenshots(
     assert truncated.is_visible() and current_call(page) == demo.expected_call - 1
     screenshot(f"annotations-bad-run-{width}", full_page=False)
     screenshot(f"annotations-bad-run-{width}-full")
+
+
+def test_the_mark_form_follows_the_step_you_look_at_until_you_choose(
+    page, login, members, workspace
+):
+    params = CorpusParams(
+        sessions=1, steps_per_session=(40, 40), threshold=10**9, growth_at_100k=300,
+        subagents_per_session=(1, 1), subagent_steps=(3, 3), seed=23,
+    )  # fmt: skip
+    session = ingest_synthetic(workspace, params, name="follow")[0]
+    run = Run.objects.get(session=session, agent__kind=AgentKind.MAIN)
+    calls = calls_of(run)
+    login("editor-a")
+    page.goto(
+        f"{page.base_url}/w/{workspace.slug}/annotations/sessions/{session.pk}/runs/{run.pk}/"
+    )
+    page.locator("#strip.js-plotly-plot").wait_for()
+    field = page.locator("#id_call_index")
+    assert field.input_value() == str(calls[0])  # the first step shown
+    # Scrolled to, before any step is selected: the step at the top of the list.
+    page.locator(f"#step-{calls[6]}").evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.wait_for_function(f"document.getElementById('id_call_index').value === '{calls[6]}'")
+    page.locator(f"#step-{calls[9]} h3").click()  # selected
+    assert current_call(page) == calls[9] and field.input_value() == str(calls[9])
+    page.keyboard.press("j")
+    assert field.input_value() == str(calls[10])
+    field.fill(str(calls[2]))  # chosen by hand: selection no longer moves it
+    page.locator(f"#step-{calls[12]} h3").click()
+    assert current_call(page) == calls[12] and field.input_value() == str(calls[2])

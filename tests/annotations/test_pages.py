@@ -505,3 +505,26 @@ def test_the_mark_form_starts_at_the_step_you_are_looking_at(
     assert mark_field(mine, "call_index") == str(fifth) and "data-pinned" in mine
     moved = client.get(url, {"step": later, "at": later}).content.decode()
     assert mark_field(moved, "call_index") == str(later)
+
+
+def test_marking_from_an_agent_page_stays_there_when_refused(
+    workspace, client_for, small_session, members
+):
+    main = Agent.objects.get(session=small_session, kind=AgentKind.MAIN)
+    url = viewer_url(workspace, small_session, agent=main)
+    run = main_run(small_session)
+    step = call_in(run, 3).session_index
+    refused = client_for("editor").post(url, {"call_index": step, "confidence": "low"})
+    html = refused.content.decode()
+    assert refused.status_code == 400 and 'id="strip"' in html
+    assert "What went wrong</a>: This field is required." in html
+    assert f'action="{url}#mark-panel"' in html
+    saved = client_for("editor").post(
+        url, {"call_index": step, "failure_class": "repetition", "confidence": "low"}
+    )
+    assert saved.status_code == 302
+    assert (
+        saved["Location"]
+        == f"{viewer_url(workspace, small_session, run=run)}?at={step}#step-{step}"
+    )
+    assert client_for("viewer").post(url, {"call_index": step}).status_code == 403
