@@ -225,6 +225,7 @@ def test_annotator_finds_and_marks_the_constraint_forgotten_after_a_compaction(
     login("editor-a")
     page.goto(f"{page.base_url}/w/{workspace.slug}/annotations/queues/")
     page.get_by_role("link", name="Demo: runs to read for their first divergence").click()
+    screenshot("annotations-read-queue")
     page.get_by_role(
         "link", name=re.compile("^Refund reason codes in the checkout refund flow")
     ).click()
@@ -310,7 +311,8 @@ def test_bad_demo_run_viewer_screenshots(
 ):
     """The viewer on a demo run that goes wrong, at both widths people use: nothing overflows
     sideways and the mark panel stays beside (or below) the steps."""
-    from traces.annotations.demo_runs import harness_truncation
+    from traces.annotations.demo import run_holding_divergence
+    from traces.annotations.demo_runs import forgotten_constraint, harness_truncation
 
     demo = harness_truncation()
     session = Session.objects.get(workspace=workspace, external_id=demo.session_id)
@@ -327,7 +329,16 @@ def test_bad_demo_run_viewer_screenshots(
     assert truncated.inner_text().rstrip().endswith("[… output truncated …]")
     assert truncated.is_visible() and current_call(page) == demo.expected_call - 1
     screenshot(f"annotations-bad-run-{width}", full_page=False)
-    screenshot(f"annotations-bad-run-{width}-full")
+    # The other run a reader must see whole: the compaction summary that dropped a rule.
+    constraint = run_holding_divergence(workspace, forgotten_constraint())
+    page.goto(
+        f"{page.base_url}/w/{workspace.slug}/annotations/sessions/{constraint.session_id}/runs/"
+        f"{constraint.pk}/"
+    )
+    page.locator("#strip.js-plotly-plot").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.locator(".compaction-summary").is_visible()
+    screenshot(f"annotations-summary-{width}", full_page=False)
 
 
 def test_the_mark_form_follows_the_step_you_look_at_until_you_choose(
