@@ -12,7 +12,14 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from governance.charts import PALETTE, base_layout, chart_text, figure_dict
+from governance.charts import (
+    PALETTE,
+    add_spanning_lines,
+    base_layout,
+    chart_text,
+    figure_dict,
+    figure_with_lines,
+)
 from qualification.analysis.tokens import format_tokens
 
 MARKER_STYLES = {
@@ -61,12 +68,15 @@ def add_decline_curve(
     mark_knee: bool = False,
     show_legend: bool = True,
     legendgroup: str | None = None,
+    lines: list[dict] | None = None,
 ) -> go.Figure:
     """Draw one family's accuracy by stratum with its interval band onto `fig`.
 
     `family` has `strata: [{tokens, accuracy, ci: [lo, hi], tasks}]` and optionally
     `ecl_tokens` and `knee_tokens` (an analysis family, or `LabFamily.as_chart_dict()`).
     The x coordinate is log2(tokens); give the figure `stratum_axis(strata)` as its x axis.
+    Given `lines`, the θ line and markers are appended to it for `figure_with_lines` instead
+    of being added to the figure.
     """
     points = [s for s in family["strata"] if s.get("accuracy") is not None]
     if not points:
@@ -111,30 +121,40 @@ def add_decline_curve(
         ),
         **where,
     )
+    collect = lines is not None
+    lines = lines if collect else []
     if theta is not None:
-        fig.add_hline(y=theta, line={"color": "#4b5563", "dash": "dash", "width": 1}, **where)
+        lines.append(
+            {
+                "kind": "hline",
+                "at": theta,
+                "line": {"color": "#4b5563", "dash": "dash", "width": 1},
+                **where,
+            }
+        )
     if mark_ecl and family.get("ecl_tokens"):
-        _mark(fig, "ecl", family["ecl_tokens"], where)
+        lines.append(_mark("ecl", family["ecl_tokens"], where))
     if mark_knee and family.get("knee_tokens"):
-        _mark(fig, "knee", family["knee_tokens"], where)
-    return fig
+        lines.append(_mark("knee", family["knee_tokens"], where))
+    return fig if collect else add_spanning_lines(fig, lines)
 
 
-def _mark(fig: go.Figure, kind: str, tokens: int, where: dict, *, annotate: bool = True) -> None:
+def _mark(kind: str, tokens: int, where: dict, *, annotate: bool = True) -> dict:
+    """A vertical marker line for `add_spanning_lines`."""
     style = MARKER_STYLES[kind]
-    options = {}
-    if annotate:
-        options = {
-            "annotation_text": f"{style['label']} {format_tokens(tokens)}",
-            "annotation_position": {"knee": "bottom left", "limit": "right"}.get(kind, "top left"),
-            "annotation_font": {"size": 10, "color": style["color"]},
+    return {
+        "kind": "vline",
+        "at": _x(tokens),
+        "line": {"color": style["color"], "dash": style["dash"], "width": 1.5},
+        "annotation": {
+            "text": f"{style['label']} {format_tokens(tokens)}",
+            "position": {"knee": "bottom left", "limit": "right"}.get(kind, "top left"),
+            "font": {"size": 10, "color": style["color"]},
         }
-    fig.add_vline(
-        x=_x(tokens),
-        line={"color": style["color"], "dash": style["dash"], "width": 1.5},
+        if annotate
+        else None,
         **where,
-        **options,
-    )
+    }
 
 
 def _grid(count: int) -> tuple[int, int]:
@@ -158,6 +178,7 @@ def decline_figure(result: dict, *, previous: dict | None = None) -> dict:
     )
     old = {f["family"]: f for f in (previous or {}).get("families", [])}
     limit = result.get("proposed_limit_tokens")
+    markers = []
     for index, family in enumerate(families):
         where = {"row": index // cols + 1, "col": index % cols + 1}
         if family["family"] in old:
@@ -180,16 +201,19 @@ def decline_figure(result: dict, *, previous: dict | None = None) -> dict:
             color=PALETTE[0],
             show_legend=index == 0,
             legendgroup="accuracy",
+            lines=markers,
             **where,
         )
         if family.get("ecl_tokens"):
-            _mark(fig, "ecl", family["ecl_tokens"], where)
+            markers.append(_mark("ecl", family["ecl_tokens"], where))
         if family.get("knee_tokens"):
-            _mark(fig, "knee", family["knee_tokens"], where)
+            markers.append(_mark("knee", family["knee_tokens"], where))
         if family.get("saturation_tokens"):
-            _mark(fig, "saturation", family["saturation_tokens"], where, annotate=False)
+            markers.append(_mark("saturation", family["saturation_tokens"], where, annotate=False))
         if limit:
-            _mark(fig, "limit", limit, where, annotate=family["family"] == result["weakest_family"])
+            markers.append(
+                _mark("limit", limit, where, annotate=family["family"] == result["weakest_family"])
+            )
     axis = stratum_axis(result["strata"]) if result["strata"] else {}
     for index in range(len(families)):
         fig.update_xaxes(
@@ -205,7 +229,7 @@ def decline_figure(result: dict, *, previous: dict | None = None) -> dict:
             legend={"orientation": "h", "y": -0.08 if rows > 1 else -0.2},
         )
     )
-    return figure_dict(fig)
+    return figure_with_lines(fig, markers)
 
 
 OUTCOMES = [

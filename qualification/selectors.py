@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import orjson
 import pandas as pd
+from django.core.cache import cache
 from django.db.models import Case, Count, Max, Q, QuerySet, When
 from django.http import Http404
 
 from governance.models import AuditEvent, Job, JobStatus, Role
+from qualification import charts
 from qualification.analysis.limits import ValueChange, compare_limit_values
 from qualification.analysis.sweep import AnalysisParams, trials_frame
+from qualification.formats.trials import FAILURE_CLASSES
 from qualification.models import (
     AssemblyAudit,
     LimitStatus,
@@ -498,3 +502,25 @@ def lab_reference_for_model(*, workspace, model_name: str) -> LabReference | Non
             ),
         )
     return None
+
+
+_CHARTS_FINGERPRINT = hashlib.sha256(Path(charts.__file__).read_bytes()).hexdigest()[:12]
+
+
+def sweep_figures(*, result: dict, previous_result: dict | None, failures: list[dict]) -> dict:
+    """The sweep page's figures, cached: they follow from the stored analyses and the failed
+    trials, and building them through Plotly costs several times the rest of the page. The
+    key is a hash of those inputs and of the chart code."""
+    inputs = orjson.dumps([result, previous_result, failures], option=orjson.OPT_SORT_KEYS)
+    key = f"qualification:figures:{_CHARTS_FINGERPRINT}:{hashlib.sha256(inputs).hexdigest()}"
+    figures = cache.get(key)
+    if figures is None:
+        figures = {
+            "decline": charts.decline_figure(result, previous=previous_result),
+            "outcomes": charts.outcomes_figure(result),
+            "cost": charts.cost_figure(result),
+            "probability": charts.ecl_probability_figure(result),
+            "failures": charts.failure_figure(failures, FAILURE_CLASSES),
+        }
+        cache.set(key, figures, timeout=24 * 3600)
+    return figures

@@ -21,7 +21,6 @@ from qualification import charts, filters, forms, selectors, services
 from qualification.analysis.limits import RESERVE_ACTIONS, SOURCE_SUGGESTIONS
 from qualification.analysis.refusals import RULE_TITLES
 from qualification.analysis.sweep import requalification_shifts
-from qualification.formats.trials import FAILURE_CLASSES
 from qualification.models import LimitStatus, QualificationAnalysis
 
 
@@ -173,15 +172,11 @@ def qualification_context(request, qualification, **extra) -> dict:
     figures, captions = {}, {}
     if result and result["families"]:
         captions = _captions(result, previous if previous_result else None)
-        figures = {
-            "decline": charts.decline_figure(result, previous=previous_result),
-            "outcomes": charts.outcomes_figure(result),
-            "cost": charts.cost_figure(result),
-            "probability": charts.ecl_probability_figure(result),
-            "failures": charts.failure_figure(
-                selectors.failure_classes(qualification=qualification), FAILURE_CLASSES
-            ),
-        }
+        figures = selectors.sweep_figures(
+            result=result,
+            previous_result=previous_result,
+            failures=selectors.failure_classes(qualification=qualification),
+        )
     return dict(
         qualification=qualification,
         config=qualification.configuration,
