@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Exists, OuterRef, QuerySet
 from django.http import Http404
 
-from governance.models import ApiToken, AuditEvent, Job, Membership, Workspace
+from governance.models import ApiToken, AuditEvent, Job, Membership, Role, Workspace
 
 
 def memberships_for_user(*, user) -> QuerySet[Membership]:
@@ -45,3 +47,84 @@ def job_get(*, workspace: Workspace, pk: int) -> Job:
 
 def audit_events_for(*, workspace: Workspace) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(workspace=workspace).select_related("actor")
+
+
+# --- what waits for a member --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueWork:
+    queue: object  # AnnotationQueue
+    left: int  # runs the member can still take
+    open_run: object | None = None  # the QueueSlot the member holds, if any
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What waits for one member of a workspace, from each app's own selectors."""
+
+    limits: list = field(default_factory=list)  # OperatingLimit proposals to review
+    spec_versions: list = field(default_factory=list)  # SpecVersion in review
+    queues: list[QueueWork] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.limits) + len(self.spec_versions) + len(self.queues)
+
+
+def waiting_for(*, membership: Membership) -> Waiting:
+    """Operating limits and spec versions the member may review (not their own), and annotation
+    queues with runs left for them. Scoped to the membership's workspace."""
+    # The apps depend on the core, not the other way round: import them when asked.
+    from qualification.selectors import limits_awaiting_review
+    from specs.selectors import review_queue
+    from traces.annotations.selectors import can_annotate, open_assignments
+
+    workspace, user = membership.workspace, membership.user
+    spec_versions = []
+    if membership.has_role(Role.REVIEWER):
+        spec_versions = list(review_queue(workspace=workspace).exclude(author=user))
+    queues = []
+    if can_annotate(membership=membership):
+        queues = _queue_work(
+            workspace=workspace,
+            user=user,
+            open_slots=open_assignments(workspace=workspace, user=user).select_related(
+                "item__queue"
+            ),
+        )
+    return Waiting(
+        limits=limits_awaiting_review(membership=membership),
+        spec_versions=spec_versions,
+        queues=queues,
+    )
+
+
+def _queue_work(*, workspace: Workspace, user, open_slots) -> list[QueueWork]:
+    """Open queues the user annotates, with the runs still free for them (not taken by them,
+    not skipped, a place unclaimed) and the run they hold."""
+    from traces.annotations.models import (
+        AnnotationQueue,
+        QueueItem,
+        QueueSkip,
+        QueueSlot,
+        QueueStatus,
+    )
+
+    held = {slot.item.queue_id: slot for slot in open_slots}
+    item = OuterRef("pk")
+    free = (
+        QueueItem.objects.filter(
+            queue__workspace=workspace, queue__status=QueueStatus.OPEN, queue__members__user=user
+        )
+        .filter(Exists(QueueSlot.objects.filter(item=item, annotator__isnull=True)))
+        .exclude(Exists(QueueSlot.objects.filter(item=item, annotator=user)))
+        .exclude(Exists(QueueSkip.objects.filter(item=item, user=user)))
+        .values("queue_id")
+        .annotate(n=Count("id"))
+    )
+    left = {row["queue_id"]: row["n"] for row in free}
+    queues = AnnotationQueue.objects.filter(
+        workspace=workspace, status=QueueStatus.OPEN, pk__in=set(left) | set(held)
+    ).order_by("created_at", "pk")
+    return [QueueWork(queue=q, left=left.get(q.pk, 0), open_run=held.get(q.pk)) for q in queues]

@@ -180,6 +180,7 @@ class DashboardView(WorkspaceTemplateView):
 
         return super().get_context_data(
             cards=cards_for(self.workspace),
+            waiting=selectors.waiting_for(membership=self.membership),
             recent_jobs=selectors.jobs_for(workspace=self.workspace)[:5],
             recent_events=selectors.audit_events_for(workspace=self.workspace)[:8],
             **kwargs,

@@ -449,3 +449,41 @@ def failure_figure(rows: list[dict], labels: dict[str, str]) -> dict | None:
         )
     )
     return figure_dict(fig)
+
+
+def decline_thumbnail(result: dict, *, limit_tokens: int | None) -> dict:
+    """A small decline curve for a limit's review: every family on one axis, θ, the weakest
+    family's knee and ECL, and the limit's maximum context against them."""
+    fig = go.Figure()
+    weakest = result.get("weakest_family")
+    for index, family in enumerate(result["families"]):
+        add_decline_curve(
+            fig,
+            family,
+            theta=result["params"]["threshold"] if index == 0 else None,
+            name=family["family"],
+            color=PALETTE[index % len(PALETTE)],
+            band=family["family"] == weakest,
+            mark_knee=family["family"] == weakest,
+        )
+    if limit_tokens:
+        style = MARKER_STYLES["limit"]
+        fig.add_vline(
+            x=_x(limit_tokens),
+            line={"color": style["color"], "dash": style["dash"], "width": 2},
+            annotation_text=f"this limit {format_tokens(limit_tokens)}",
+            annotation_position="bottom left",
+            annotation_font={"size": 11, "color": style["color"]},
+        )
+    axis = stratum_axis(result["strata"]) if result["strata"] else {}
+    fig.update_layout(
+        **base_layout(
+            height=260,
+            margin={"l": 50, "r": 15, "t": 30, "b": 40},
+            xaxis={**axis, "title": {"text": "context tokens (log scale)", "font": {"size": 11}}},
+            yaxis={"range": [0, 1.04], "tickformat": ".0%"},
+            legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+            showlegend=True,
+        )
+    )
+    return figure_dict(fig)

@@ -1,6 +1,10 @@
 """Template filters for qualification numbers: strata as 8K/128K, intervals, probabilities."""
 
+import re
+
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 from qualification.analysis.tokens import format_tokens
 
@@ -54,3 +58,9 @@ def zip_strata(probabilities, strata):
 @register.filter
 def dict_items_sorted(mapping):
     return sorted((mapping or {}).items())
+
+
+@register.filter
+def code_ticks(text):
+    """Escape the text, then show `names` in backticks as code: "stage `plan` budget"."""
+    return mark_safe(re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(str(text))))  # noqa: S308

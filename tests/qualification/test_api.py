@@ -324,7 +324,9 @@ def test_operating_limit_lifecycle_over_the_api(
     assert patch.status_code == 200
     denied = reviewer.post(f"/api/v1/operating-limits/{limit['id']}/approve/")
     assert denied.status_code == 403 and "another reviewer" in denied.json()["detail"]
-    approved = api_for("admin").post(f"/api/v1/operating-limits/{limit['id']}/approve/")
+    approved = api_for("admin").post(
+        f"/api/v1/operating-limits/{limit['id']}/approve/", {"confirm": True}, format="json"
+    )
     assert approved.status_code == 200 and approved.json()["status"] == "approved"
     frozen = editor.patch(
         f"/api/v1/operating-limits/{limit['id']}/", {"reserve_tokens": 1}, format="json"

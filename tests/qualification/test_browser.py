@@ -31,6 +31,7 @@ def test_reviewer_approves_a_limit_in_the_browser(
     review = page.get_by_role("region", name="Review")
     assert "Approving makes this limit immutable" in review.inner_text()
     screenshot("limit-review")
+    review.get_by_label("I have read the justification and the flagged changes").check()
     review.get_by_role("button", name="Approve limit").click()
     page.wait_for_load_state("networkidle")
     assert page.get_by_text(f"Approved {limit.name}. It is now the active limit.").is_visible()
@@ -83,7 +84,7 @@ def test_budget_check_updates_in_place(page, login, members, loaded_qualificatio
     )  # fmt: skip
     services.operating_limit_approve(
         limit=limit, reviewer=members["reviewer"],
-        membership=Membership.objects.get(user=members["reviewer"]),
+        membership=Membership.objects.get(user=members["reviewer"]), confirmed=True,
     )  # fmt: skip
     login("editor-a")
     page.goto(f"{page.base_url}/w/team-a/qualification/limits/{limit.pk}/")

@@ -190,7 +190,7 @@ def test_propose_edit_and_approve_through_the_pages(client_for, loaded_qualifica
     assert editor.post(f"{BASE}/limits/{limit.pk}/approve/").status_code == 403
     page = reviewer.get(f"{BASE}/limits/{limit.pk}/").content.decode()
     assert "Approve limit" in page
-    assert reviewer.post(f"{BASE}/limits/{limit.pk}/approve/").status_code == 302
+    assert reviewer.post(f"{BASE}/limits/{limit.pk}/approve/", {"confirm": "on"}).status_code == 302
     limit.refresh_from_db()
     assert limit.status == "approved" and limit.approved_by == members["reviewer"]
     edit = editor.get(f"{BASE}/limits/{limit.pk}/edit/")
@@ -213,7 +213,10 @@ def test_budget_check_form_records_an_audit(client_for, loaded_qualification, me
         qualification=loaded_qualification, actor=members["editor"]
     )
     services.operating_limit_approve(
-        limit=limit, reviewer=members["reviewer"], membership=members["reviewer"].memberships.get()
+        limit=limit,
+        reviewer=members["reviewer"],
+        membership=members["reviewer"].memberships.get(),
+        confirmed=True,
     )
     form = {
         "allocation-TOTAL_FORMS": "2", "allocation-INITIAL_FORMS": "0",
@@ -346,7 +349,10 @@ def test_requalification_due_badge_on_the_limit_list_and_page(
         qualification=loaded_qualification, actor=members["editor"]
     )
     services.operating_limit_approve(
-        limit=limit, reviewer=members["reviewer"], membership=members["reviewer"].memberships.get()
+        limit=limit,
+        reviewer=members["reviewer"],
+        membership=members["reviewer"].memberships.get(),
+        confirmed=True,
     )
     viewer = client_for("viewer")
     before = viewer.get(f"{BASE}/limits/").content.decode()

@@ -324,7 +324,9 @@ def propose(qualification, user, **values):
 
 def approve(limit, user):
     membership = Membership.objects.get(workspace=limit.workspace, user=user)
-    return services.operating_limit_approve(limit=limit, reviewer=user, membership=membership)
+    return services.operating_limit_approve(
+        limit=limit, reviewer=user, membership=membership, confirmed=True
+    )
 
 
 def test_proposal_takes_its_numbers_from_the_analysis(loaded_qualification, members):
