@@ -12,8 +12,8 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+import numfmt
 from governance.charts import PALETTE, base_layout, chart_text, figure_dict
-from qualification.analysis.tokens import format_tokens
 
 MARKER_STYLES = {
     "knee": {"color": "#c2410c", "dash": "dot", "label": "knee"},
@@ -33,7 +33,7 @@ def stratum_axis(strata) -> dict:
     return {
         "tickmode": "array",
         "tickvals": [_x(s) for s in strata],
-        "ticktext": [format_tokens(s) for s in strata],
+        "ticktext": [numfmt.tokens(s) for s in strata],
         "title": {"text": "context tokens (log scale)"},
         "showgrid": True,
         "tickangle": 0,
@@ -102,7 +102,7 @@ def add_decline_curve(
             legendgroup=group,
             showlegend=show_legend,
             customdata=[
-                [format_tokens(s["tokens"]), s["ci"][0], s["ci"][1], s.get("tasks")] for s in points
+                [numfmt.tokens(s["tokens"]), s["ci"][0], s["ci"][1], s.get("tasks")] for s in points
             ],
             hovertemplate=(
                 "%{customdata[0]}: %{y:.1%} [%{customdata[1]:.1%}, %{customdata[2]:.1%}]"
@@ -125,7 +125,7 @@ def _mark(fig: go.Figure, kind: str, tokens: int, where: dict, *, annotate: bool
     options = {}
     if annotate:
         options = {
-            "annotation_text": f"{style['label']} {format_tokens(tokens)}",
+            "annotation_text": f"{style['label']} {numfmt.tokens(tokens)}",
             "annotation_position": {"knee": "bottom left", "limit": "right"}.get(kind, "top left"),
             "annotation_font": {"size": 10, "color": style["color"]},
         }
@@ -324,7 +324,7 @@ def ecl_probability_figure(result: dict) -> dict:
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=[format_tokens(s) for s in strata],
+            x=[numfmt.tokens(s) for s in strata],
             y=[f["family"] for f in families],
             zmin=0,
             zmax=1,
@@ -406,7 +406,7 @@ def failure_figure(rows: list[dict], labels: dict[str, str]) -> dict | None:
     for index, name in enumerate(classes):
         fig.add_trace(
             go.Bar(
-                x=[format_tokens(s) for s in strata],
+                x=[numfmt.tokens(s) for s in strata],
                 y=[counts.get((s, name), 0) for s in strata],
                 name=chart_text(labels.get(name, name)) if name else "not classified",
                 marker={"color": "#d1d5db" if not name else PALETTE[index % len(PALETTE)]},
