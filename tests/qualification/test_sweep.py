@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from numfmt import tokens as format_tokens
 from qualification.analysis.limits import (
     FamilyBasis,
     LimitSpec,
@@ -13,7 +14,6 @@ from qualification.analysis.limits import (
     propose_limit,
 )
 from qualification.analysis.sweep import AnalysisParams, analyse_sweep, requalification_shifts
-from numfmt import tokens as format_tokens
 from tests.qualification.conftest import STRATA, frame_for
 
 PARAMS = AnalysisParams.for_qualification(threshold=0.85, consequence="medium")
