@@ -3,6 +3,7 @@
 
 from django import template
 from django.urls import reverse
+from django.utils.html import format_html
 
 import numfmt
 
@@ -46,6 +47,18 @@ def ratio(value):
 def sig(value, digits=3):
     """Any other quantity to `digits` significant figures: 0.643856 → '0.644'."""
     return numfmt.number(value, int(digits))
+
+
+@register.filter
+def short_id(value):
+    """A long id as its first 8 characters; the whole id is the title, and what a copy of the
+    cell gives (the rest is clipped by `.short-id`, not removed)."""
+    if value in (None, ""):
+        return numfmt.DASH
+    text = str(value)
+    if len(text) <= 12:
+        return text
+    return format_html('<span class="short-id" title="{0}">{0}</span>', text)
 
 
 @register.filter
