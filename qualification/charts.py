@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 import numfmt
-from governance.charts import PALETTE, base_layout, chart_text, figure_dict
+from governance.charts import PALETTE, TOKEN_AXIS, base_layout, chart_text, figure_dict
 
 MARKER_STYLES = {
     "knee": {"color": "#c2410c", "dash": "dot", "label": "knee"},
@@ -33,11 +33,23 @@ def stratum_axis(strata) -> dict:
     return {
         "tickmode": "array",
         "tickvals": [_x(s) for s in strata],
-        "ticktext": [numfmt.tokens(s) for s in strata],
+        "ticktext": stratum_labels(strata),
         "title": {"text": "context tokens (log scale)"},
         "showgrid": True,
         "tickangle": 0,
     }
+
+
+def stratum_labels(strata: list[int], crowded: float = 0.8) -> list[str]:
+    """Tick labels for sorted strata. A stratum less than `crowded` doublings after the one
+    before it (128k, 200k) takes its label onto a second line, or the two run together as
+    "128k200k"; Plotly's automatic tilt goes by the average spacing, so it does not."""
+    labels, previous, lowered = [], None, False
+    for tokens in strata:
+        lower = previous is not None and not lowered and _x(tokens) - _x(previous) < crowded
+        labels.append(("<br>" if lower else "") + numfmt.tokens(tokens))
+        previous, lowered = tokens, lower
+    return labels
 
 
 def _rgba(hex_colour: str, alpha: float) -> str:
@@ -305,6 +317,9 @@ def cost_figure(result: dict) -> dict:
     axis = stratum_axis(result["strata"]) if result["strata"] else {}
     fig.update_xaxes(**axis)
     fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(**TOKEN_AXIS, row=1, col=1)
+    if has_cost:
+        fig.update_yaxes(tickprefix="$", row=1, col=2)
     # The legend goes below the axis titles: above the plots it would cover the subplot titles.
     fig.update_layout(
         **base_layout(
@@ -384,9 +399,10 @@ def allocation_figure(allocation: dict, source_limits: dict, *, total_limit: int
         **base_layout(
             height=120 + 34 * len(sources),
             xaxis={
+                **TOKEN_AXIS,
                 "title": {
                     "text": f"tokens (assembly total {sum(allocation.values()):,} of {total_limit:,})"
-                }
+                },
             },
             yaxis={"autorange": "reversed"},
             margin={"l": 140, "r": 20, "t": 20, "b": 60},

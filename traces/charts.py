@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from governance.charts import base_layout, chart_text, figure_dict
+from governance.charts import TOKEN_AXIS, base_layout, chart_text, figure_dict
 
 MAX_POINTS = 5000
 
@@ -89,7 +89,7 @@ def context_timeline(
         **base_layout(
             height=360,
             xaxis={"title": "call (session order)"},
-            yaxis={"title": "context (tokens)", "rangemode": "tozero", "tickformat": "~s"},
+            yaxis={"title": "context (tokens)", "rangemode": "tozero", **TOKEN_AXIS},
         )
     )
     return figure_dict(figure), downsampled
