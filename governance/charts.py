@@ -24,7 +24,7 @@ AXIS = {
 
 
 # A linear axis in tokens: d3's ".3~s" writes ticks as numfmt.tokens does ("200k", "1.5M").
-TOKEN_AXIS = {"tickformat": numfmt.TOKENS_D3, "exponentformat": "SI"}
+TOKEN_AXIS = {"tickformat": numfmt.TOKENS_D3}
 # Mantissas per decade for log-axis ticks, finest first.
 LOG_STEPS = ((1, 1.5, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,))
 
