@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import html
+import math
+from collections.abc import Callable, Iterable
 
 import orjson
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.shapeannotation import annotation_params_for_line
+
+import numfmt
 
 PALETTE = ["#1f5fbf", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490", "#a16207", "#4b5563"]
 
@@ -18,6 +22,33 @@ AXIS = {
     "zerolinecolor": "#c5ccd5",
     "automargin": True,
 }
+
+
+# A linear axis in tokens: d3's ".3~s" writes ticks as numfmt.tokens does ("200k", "1.5M").
+TOKEN_AXIS = {"tickformat": numfmt.TOKENS_D3}
+# Mantissas per decade for log-axis ticks, finest first.
+LOG_STEPS = ((1, 1.5, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,))
+
+
+def log_axis(values: Iterable[float], fmt: Callable = numfmt.tokens, most: int = 7) -> dict:
+    """A log axis over `values` with ticks at 1-2-5 steps (as fine as `most` ticks allow),
+    each labelled by `fmt`. Plotly's own log ticks label the minor digits ("7 8 9 100 2"),
+    which collide and read as other numbers."""
+    positive = [float(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
+    axis = {"type": "log"}
+    if not positive:
+        return axis
+    low, high = min(positive), max(positive)
+    decades = range(math.floor(math.log10(low)), math.floor(math.log10(high)) + 2)
+    # Plotly pads its range past the data, so a tick just beyond the last point still shows.
+    reach = (low / 10**0.05, high * 10**0.05)
+    for step in LOG_STEPS:
+        ticks = [m * 10**e for e in decades for m in step if reach[0] <= m * 10**e <= reach[1]]
+        if len(ticks) <= most:
+            break
+    if len(ticks) < 2:  # a narrow range: its ends, rounded
+        ticks = sorted({float(numfmt.significant(v, 2).replace(",", "")) for v in (low, high)})
+    return {**axis, "tickmode": "array", "tickvals": ticks, "ticktext": [fmt(t) for t in ticks]}
 
 
 def chart_text(value: str) -> str:

@@ -12,15 +12,16 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+import numfmt
 from governance.charts import (
     PALETTE,
+    TOKEN_AXIS,
     add_spanning_lines,
     base_layout,
     chart_text,
     figure_dict,
     figure_with_lines,
 )
-from qualification.analysis.tokens import format_tokens
 
 MARKER_STYLES = {
     "knee": {"color": "#c2410c", "dash": "dot", "label": "knee"},
@@ -40,11 +41,23 @@ def stratum_axis(strata) -> dict:
     return {
         "tickmode": "array",
         "tickvals": [_x(s) for s in strata],
-        "ticktext": [format_tokens(s) for s in strata],
+        "ticktext": stratum_labels(strata),
         "title": {"text": "context tokens (log scale)"},
         "showgrid": True,
         "tickangle": 0,
     }
+
+
+def stratum_labels(strata: list[int], crowded: float = 0.8) -> list[str]:
+    """Tick labels for sorted strata. A stratum less than `crowded` doublings after the one
+    before it (128k, 200k) takes its label onto a second line, or the two run together as
+    "128k200k"; Plotly's automatic tilt goes by the average spacing, so it does not."""
+    labels, previous, lowered = [], None, False
+    for tokens in strata:
+        lower = previous is not None and not lowered and _x(tokens) - _x(previous) < crowded
+        labels.append(("<br>" if lower else "") + numfmt.tokens(tokens))
+        previous, lowered = tokens, lower
+    return labels
 
 
 def _rgba(hex_colour: str, alpha: float) -> str:
@@ -112,7 +125,7 @@ def add_decline_curve(
             legendgroup=group,
             showlegend=show_legend,
             customdata=[
-                [format_tokens(s["tokens"]), s["ci"][0], s["ci"][1], s.get("tasks")] for s in points
+                [numfmt.tokens(s["tokens"]), s["ci"][0], s["ci"][1], s.get("tasks")] for s in points
             ],
             hovertemplate=(
                 "%{customdata[0]}: %{y:.1%} [%{customdata[1]:.1%}, %{customdata[2]:.1%}]"
@@ -147,7 +160,7 @@ def _mark(kind: str, tokens: int, where: dict, *, annotate: bool = True) -> dict
         "at": _x(tokens),
         "line": {"color": style["color"], "dash": style["dash"], "width": 1.5},
         "annotation": {
-            "text": f"{style['label']} {format_tokens(tokens)}",
+            "text": f"{style['label']} {numfmt.tokens(tokens)}",
             "position": {"knee": "bottom left", "limit": "right"}.get(kind, "top left"),
             "font": {"size": 10, "color": style["color"]},
         }
@@ -329,6 +342,9 @@ def cost_figure(result: dict) -> dict:
     axis = stratum_axis(result["strata"]) if result["strata"] else {}
     fig.update_xaxes(**axis)
     fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(**TOKEN_AXIS, row=1, col=1)
+    if has_cost:
+        fig.update_yaxes(tickprefix="$", row=1, col=2)
     # The legend goes below the axis titles: above the plots it would cover the subplot titles.
     fig.update_layout(
         **base_layout(
@@ -348,7 +364,7 @@ def ecl_probability_figure(result: dict) -> dict:
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=[format_tokens(s) for s in strata],
+            x=[numfmt.tokens(s) for s in strata],
             y=[f["family"] for f in families],
             zmin=0,
             zmax=1,
@@ -408,9 +424,10 @@ def allocation_figure(allocation: dict, source_limits: dict, *, total_limit: int
         **base_layout(
             height=120 + 34 * len(sources),
             xaxis={
+                **TOKEN_AXIS,
                 "title": {
                     "text": f"tokens (assembly total {sum(allocation.values()):,} of {total_limit:,})"
-                }
+                },
             },
             yaxis={"autorange": "reversed"},
             margin={"l": 140, "r": 20, "t": 20, "b": 60},
@@ -430,7 +447,7 @@ def failure_figure(rows: list[dict], labels: dict[str, str]) -> dict | None:
     for index, name in enumerate(classes):
         fig.add_trace(
             go.Bar(
-                x=[format_tokens(s) for s in strata],
+                x=[numfmt.tokens(s) for s in strata],
                 y=[counts.get((s, name), 0) for s in strata],
                 name=chart_text(labels.get(name, name)) if name else "not classified",
                 marker={"color": "#d1d5db" if not name else PALETTE[index % len(PALETTE)]},
@@ -471,7 +488,7 @@ def decline_thumbnail(result: dict, *, limit_tokens: int | None) -> dict:
         fig.add_vline(
             x=_x(limit_tokens),
             line={"color": style["color"], "dash": style["dash"], "width": 2},
-            annotation_text=f"this limit {format_tokens(limit_tokens)}",
+            annotation_text=f"this limit {numfmt.tokens(limit_tokens)}",
             annotation_position="bottom left",
             annotation_font={"size": 11, "color": style["color"]},
         )

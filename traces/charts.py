@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from governance.charts import base_layout, chart_text, figure_dict, vertical_lines
+from governance.charts import TOKEN_AXIS, base_layout, chart_text, figure_dict, vertical_lines
 
 MAX_POINTS = 5000
 
@@ -93,11 +93,7 @@ def context_timeline(
                 [c.index for c in compactions], line={"color": "#a4262c", "width": 1, "dash": "dot"}
             ),
             xaxis={"title": {"text": "call (session order)"}},
-            yaxis={
-                "title": {"text": "context (tokens)"},
-                "rangemode": "tozero",
-                "tickformat": "~s",
-            },
+            yaxis={"title": {"text": "context (tokens)"}, "rangemode": "tozero", **TOKEN_AXIS},
         ),
     }
     return figure_dict(figure), downsampled

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from qualification.analysis.tokens import format_tokens
+import numfmt
 
 CONSEQUENCES = ("low", "medium", "high")
 
@@ -132,7 +132,7 @@ def propose_limit(
         if family.lower_ecl_tokens is None or family.ecl_tokens is None:
             return refuse(
                 f"No limit: {family.family} does not meet θ even at the smallest tested stratum "
-                f"({format_tokens(strata[0])}) at {confidence:.0%} confidence. Test smaller "
+                f"({numfmt.tokens(strata[0])}) at {confidence:.0%} confidence. Test smaller "
                 "strata, or requalify with a better configuration.",
                 weakest=family.family,
             )
@@ -150,8 +150,8 @@ def propose_limit(
         return LimitProposal(
             None, weakest["family"], weakest["basis_tokens"], weakest["basis_kind"],
             margin_factor, confidence, consequence, target,
-            f"No limit: {weakest['family']}'s {kind_text} ({format_tokens(weakest['basis_tokens'])}) "
-            f"× {margin_factor:g} = {format_tokens(round(target))} is below the smallest tested "
+            f"No limit: {weakest['family']}'s {kind_text} ({numfmt.tokens(weakest['basis_tokens'])}) "
+            f"× {margin_factor:g} = {numfmt.tokens(round(target))} is below the smallest tested "
             "stratum. Test smaller strata.",
             margin_reason, candidates, kind_text,
         )  # fmt: skip
@@ -160,9 +160,9 @@ def propose_limit(
         tokens, weakest["family"], weakest["basis_tokens"], weakest["basis_kind"],
         margin_factor, confidence, consequence, target,
         f"{weakest['family']} is the weakest family: its {kind_text} is "
-        f"{format_tokens(weakest['basis_tokens'])}; × {margin_factor:g} = "
-        f"{format_tokens(round(target))}, rounded down to the tested stratum "
-        f"{format_tokens(tokens)}.",
+        f"{numfmt.tokens(weakest['basis_tokens'])}; × {margin_factor:g} = "
+        f"{numfmt.tokens(round(target))}, rounded down to the tested stratum "
+        f"{numfmt.tokens(tokens)}.",
         margin_reason, candidates, kind_text,
     )  # fmt: skip
 
@@ -311,7 +311,7 @@ class ValueChange:
 
 def _show(value) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
-        return format_tokens(value)
+        return numfmt.tokens(value)
     return RESERVE_ACTIONS.get(value, str(value)) if value else "–"
 
 

@@ -154,7 +154,7 @@ def test_results_of_an_insufficient_sweep_say_which_rule_refused(
     reason = results["reasons"][0]
     assert reason["strata"] == STRATA and len(reason["tasks"]) == 40
     assert reason["message"].startswith(
-        "Strata with fewer than 3 repeats per task in code_change: 8K: 40 tasks (fewest 2)"
+        "Strata with fewer than 3 repeats per task in code_change: 8k: 40 tasks (fewest 2)"
     )
     assert reason["remedy"].startswith("Run at least 3 independent repeats (5 preferred)")
     for family in results["families"]:

@@ -59,9 +59,9 @@ def test_editor_reads_the_sweep_and_proposes_a_limit(page, login, loaded_qualifi
     login("editor-a")
     page.goto(f"{page.base_url}/w/team-a/qualification/sweeps/{loaded_qualification.pk}/")
     wait_for_charts(page, 4)
-    assert page.get_by_test_id("proposed-limit").inner_text() == "16K"
+    assert page.get_by_test_id("proposed-limit").inner_text() == "16k"
     weakest = page.locator("tr.weakest").first
-    assert "code_change" in weakest.inner_text() and "32K" in weakest.inner_text()
+    assert "code_change" in weakest.inner_text() and "32k" in weakest.inner_text()
     screenshot("sweep-detail")
     page.get_by_role("link", name="Propose operating limit").click()
     page.wait_for_url("**/propose-limit/")

@@ -1,7 +1,7 @@
 """compare_limit_values: which values a new limit removes or loosens (pure, no database)."""
 
+from numfmt import tokens as format_tokens
 from qualification.analysis.limits import compare_limit_values
-from qualification.analysis.tokens import format_tokens
 
 BASE = {
     "max_context_tokens": 32000,

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from governance.models import AuditEvent
+from numfmt import tokens as format_tokens
 from qualification import services
-from qualification.analysis.tokens import format_tokens
 from qualification.models import OperatingLimit
 
 pytestmark = pytest.mark.django_db
