@@ -1,0 +1,134 @@
+"""Behaviour after compaction, end to end: a planted corpus ingested through the real
+path, the analytics job, the cached section and the API."""
+
+import pytest
+
+from tests.analytics.planted_post_compaction import TOOL_ERROR, auto_shape, manual_shape, plant
+from traces.analysis.post_compaction import BASELINE_STEPS, BIN_EDGES
+from traces.analytics.post_compaction_services import correction_phrases_save
+from traces.analytics.selectors import AnalyticsFilters, result_for
+from traces.analytics.services import analytics_refresh_queue
+from traces.services import ingest_bytes
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def planted(workspace, run_on_commit):
+    corpus = plant()
+    for name, lines in corpus.sessions.items():
+        ingest_bytes(
+            workspace=workspace,
+            name=f"{name}.jsonl",
+            data=b"\n".join(lines) + b"\n",
+            source="demo",
+            refresh_analytics=False,
+        )
+    with run_on_commit():
+        analytics_refresh_queue(workspace=workspace)
+    return corpus
+
+
+def _section(workspace):
+    stored = result_for(workspace=workspace, filters=AnalyticsFilters())
+    assert stored is not None
+    assert "post_compaction" not in stored.result["failures"], stored.result["failures"]
+    return stored.result["post_compaction"]
+
+
+def _within(rate, truth):
+    low, high = rate["ci"]
+    return low <= truth <= high
+
+
+def test_planted_corpus(workspace, planted, members, run_on_commit, api_for):
+    """One ingest of the planted corpus (ingesting is the slow part), every check on it."""
+    _rates_are_recovered(workspace, planted)
+    _only_operator_messages_count(workspace, planted)
+    _api(api_for)
+    _new_phrase_version(workspace, planted, members, run_on_commit)
+
+
+def _rates_are_recovered(workspace, planted):
+    section = _section(workspace)
+    assert section["compactions"] == 60
+    assert section["phrase_list_version"] == 1
+    for row in section["bins"]:
+        lo, hi = row["steps"]
+        steps = range(lo, hi + 1)
+        hits, n = planted.counts(steps)
+        assert (row["correction"]["count"], row["correction"]["n"]) == (hits, n)
+        errors, results = planted.counts(steps, errors=True)
+        assert (row["tool_error"]["count"], row["tool_error"]["n"]) == (errors, results)
+        assert _within(row["tool_error"], TOOL_ERROR)
+    for trigger, shape in (("auto", auto_shape), ("manual", manual_shape)):
+        group = section["by_trigger"][trigger]
+        assert group["flagged"] is (trigger == "manual")
+        for row in group["bins"]:
+            lo, hi = row["steps"]
+            hits, n = planted.counts(range(lo, hi + 1), trigger=trigger)
+            assert (row["correction"]["count"], row["correction"]["n"]) == (hits, n)
+            assert _within(row["correction"], shape(lo)), (trigger, row)
+        # the planted shape: 0.45 (0.60 manual) in steps 1–5 against 0.15
+        ratio = group["ratio_first5_to_baseline"]
+        truth = shape(1) / shape(BASELINE_STEPS[0])
+        assert ratio["ci"][0] <= truth <= ratio["ci"][1]
+        assert group["elevated_until_step"] == 20
+        assert group["recovered_bin"] == [21, 30]
+    assert section["elevated_until_step"] == 20
+    first, base = (
+        planted.counts(range(1, 6)),
+        planted.counts(range(BASELINE_STEPS[0], BASELINE_STEPS[1] + 1)),
+    )
+    expected = (first[0] / first[1]) / (base[0] / base[1])
+    assert section["ratio_first5_to_baseline"]["value"] == pytest.approx(expected)
+    # the dissociation: tool errors flat, no elevation after the compaction
+    tool = section["tool_error_ratio_first5_to_baseline"]
+    assert tool["ci"][0] <= 1 <= tool["ci"][1]
+    assert set(section["by_task_type"]) == {"building", "code_understanding"}
+    for task_type, group in section["by_task_type"].items():
+        hits, n = planted.counts(range(1, 6), task_type=task_type)
+        assert (group["first5"]["correction"]["count"], group["first5"]["correction"]["n"]) == (
+            hits,
+            n,
+        )
+
+
+def _only_operator_messages_count(workspace, planted):
+    section = _section(workspace)
+    hits, n = planted.counts(range(1, 151))
+    assert section["operator_messages"] == n
+    assert section["matches_total"] == hits
+    assert len(section["matches"]) == hits
+    assert {m["phrase"] for m in section["matches"]} == {"that's wrong"}
+    assert all("that's wrong" in m["excerpt"] for m in section["matches"])
+    # local-command output at steps 3, 13, … (the manual compactions' /compact command is
+    # followed by an operator message before the next call: the parser keeps the last one)
+    assert section["excluded_messages"]["command"] == 60 * 15
+    assert "meta" not in section["excluded_messages"]  # isMeta lines are never stored
+
+
+def _new_phrase_version(workspace, planted, members, run_on_commit):
+    with run_on_commit():
+        correction_phrases_save(
+            workspace=workspace, phrases=["keep the old signature"], actor=members["editor"]
+        )
+    section = _section(workspace)
+    assert section["phrase_list_version"] == 2
+    assert {m["phrase"] for m in section["matches"]} == {"keep the old signature"}
+    assert section["matches_total"] == planted.counts(range(1, 151))[0]
+
+
+def _api(api_for):
+    body = api_for("viewer").get("/api/v1/analytics/post-compaction/").json()
+    assert body["status"] == "ok"
+    result = body["result"]
+    assert [tuple(b["steps"]) for b in result["bins"]] == [tuple(e) for e in BIN_EDGES]
+    first = result["bins"][0]
+    assert set(first) == {"steps", "correction", "tool_error"}
+    assert set(first["correction"]) == {"n", "count", "rate", "ci"}
+    assert set(result["ratio_first5_to_baseline"]) >= {"value", "ci"}
+    assert result["elevated_until_step"] == 20
+    assert result["phrase_list_version"] == 1
+    assert set(result["by_trigger"]) == {"auto", "manual"}
+    assert result["by_trigger"]["manual"]["elevated_until_step"] == 20
