@@ -3,8 +3,10 @@ path, the analytics job, the cached section and the API."""
 
 import pytest
 
+from governance.models import AuditEvent
 from tests.analytics.planted_post_compaction import TOOL_ERROR, auto_shape, manual_shape, plant
 from traces.analysis.post_compaction import BASELINE_STEPS, BIN_EDGES
+from traces.analytics.models import CorrectionPhraseList
 from traces.analytics.post_compaction_services import correction_phrases_save
 from traces.analytics.selectors import AnalyticsFilters, result_for
 from traces.analytics.services import analytics_refresh_queue
@@ -41,12 +43,13 @@ def _within(rate, truth):
     return low <= truth <= high
 
 
-def test_planted_corpus(workspace, planted, members, run_on_commit, api_for):
+def test_planted_corpus(workspace, planted, members, run_on_commit, api_for, client_for):
     """One ingest of the planted corpus (ingesting is the slow part), every check on it."""
     _rates_are_recovered(workspace, planted)
     _only_operator_messages_count(workspace, planted)
     _api(api_for)
     _new_phrase_version(workspace, planted, members, run_on_commit)
+    _pages(workspace, client_for)
 
 
 def _rates_are_recovered(workspace, planted):
@@ -132,3 +135,47 @@ def _api(api_for):
     assert result["phrase_list_version"] == 1
     assert set(result["by_trigger"]) == {"auto", "manual"}
     assert result["by_trigger"]["manual"]["elevated_until_step"] == 20
+
+
+def _pages(workspace, client_for):
+    base = f"/w/{workspace.slug}/analytics/post-compaction/"
+    page = client_for("viewer").get(base)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="post-compaction-chart"' in html
+    assert "reverse causation possible" in html  # the manual row is flagged
+    assert "keep the old signature" in html  # a counted message, with its phrase
+    figure = page.context["pc_figure"]
+    names = [trace.get("name") for trace in figure["data"]]
+    assert "correction rate" in names and "tool-error rate" in names
+    assert "correction rate: 95% Wilson band" in names
+    csv = client_for("viewer").get(base + "corrections.csv").content.decode().splitlines()
+    assert csv[0].startswith("session,call_index,step,trigger")
+    assert len(csv) == 1 + page.context["pc"]["matches_total"]
+
+
+def test_phrase_list_versions(workspace, client_for, members, run_on_commit):
+    url = f"/w/{workspace.slug}/analytics/post-compaction/phrases/"
+    page = client_for("viewer").get(url)
+    assert page.status_code == 200
+    assert "version 1" in page.content.decode()
+    assert client_for("viewer").post(url, {"phrases": "wrong"}).status_code == 403
+    with run_on_commit():
+        saved = client_for("editor").post(
+            url, {"phrases": "Wrong\n\nundo that\nwrong", "note": "shorter"}
+        )
+    assert saved.status_code == 302
+    row = CorrectionPhraseList.objects.get(workspace=workspace)
+    assert (row.version, row.phrases, row.created_by) == (
+        2,
+        ["wrong", "undo that"],
+        members["editor"],
+    )
+    event = AuditEvent.objects.get(workspace=workspace, action="correction_phrases.save")
+    assert event.data["previous_version"] == 1
+    assert event.data["added"] == ["undo that"]
+    assert "no," in event.data["removed"]
+    again = client_for("editor").post(url, {"phrases": "wrong\nundo that"})
+    assert again.status_code == 400  # nothing changed: no new version
+    assert CorrectionPhraseList.objects.filter(workspace=workspace).count() == 1
+    assert "version 2" in client_for("viewer").get(url).content.decode()
