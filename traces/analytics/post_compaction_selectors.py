@@ -122,7 +122,20 @@ def corpus_load(
                 .values_list("id", flat=True)
             )
         calls = calls[calls["id"].isin(chosen)]
-    by_id = calls.set_index("id")[["run", "step", "session", "session_index"]]
+    # A plain dict: a pandas lookup per call costs more than decompressing its text.
+    by_id = dict(
+        zip(
+            calls["id"].tolist(),
+            zip(
+                calls["run"].tolist(),
+                calls["step"].tolist(),
+                calls["session"].tolist(),
+                calls["session_index"].tolist(),
+                strict=True,
+            ),
+            strict=True,
+        )
+    )
     run_info = frame.set_index("id")
     flags_errors = {
         int(r) for r, h in zip(frame["id"], frame["harness"], strict=True)
@@ -133,15 +146,14 @@ def corpus_load(
     matches: list[dict] = []
     matched_total = 0
     excluded: dict[str, int] = {}
-    ids = by_id.index.tolist()
+    ids = list(by_id)
     for start in range(0, len(ids), TEXT_CHUNK):
         chunk = ids[start : start + TEXT_CHUNK]
         for call_id, data in CallText.objects.filter(call_id__in=chunk).values_list(
             "call_id", "data"
         ):
             text = decompress_text(data)
-            run, step, session, session_index = by_id.loc[call_id]
-            run, step = int(run), int(step)
+            run, step, session, session_index = by_id[call_id]
             prompt = text.get("prompt")
             if isinstance(prompt, str) and prompt.strip():
                 kind = message_kind(prompt)
