@@ -1,6 +1,8 @@
 """Behaviour after compaction, end to end: a planted corpus ingested through the real
 path, the analytics job, the cached section and the API."""
 
+import json
+
 import pytest
 
 from governance.models import AuditEvent
@@ -179,3 +181,56 @@ def test_phrase_list_versions(workspace, client_for, members, run_on_commit):
     assert again.status_code == 400  # nothing changed: no new version
     assert CorrectionPhraseList.objects.filter(workspace=workspace).count() == 1
     assert "version 2" in client_for("viewer").get(url).content.decode()
+
+
+def _codex_rollout(steps: int, corrected: set[int]) -> bytes:
+    """A Codex rollout: three calls, a compaction, then `steps` calls, each prompted."""
+    lines = []
+    clock = [0]
+
+    def add(kind, payload):
+        clock[0] += 5
+        stamp = f"2026-03-02T10:{clock[0] // 60 % 60:02d}:{clock[0] % 60:02d}.000Z"
+        lines.append({"timestamp": stamp, "type": kind, "payload": payload})
+
+    add("session_meta", {"id": "019c8a59-0000-7000-8000-000000000001", "timestamp": "2026-03-02T10:00:00.000Z", "cwd": "/w", "cli_version": "0.104.0"})  # fmt: skip
+    add("turn_context", {"model": "gpt-5.3-codex", "cwd": "/w"})
+    total = [0]
+
+    def step(n, text, context):
+        add("event_msg", {"type": "user_message", "message": text})
+        add("response_item", {"type": "function_call", "name": "exec_command", "arguments": '{"cmd":["ls"]}', "call_id": f"call_{n}"})  # fmt: skip
+        total[0] += context + 50
+        usage = {"input_tokens": context, "cached_input_tokens": 0, "output_tokens": 50, "reasoning_output_tokens": 0, "total_tokens": context + 50}  # fmt: skip
+        add("event_msg", {"type": "token_count", "info": {"total_token_usage": {**usage, "input_tokens": total[0], "total_tokens": total[0]}, "last_token_usage": usage, "model_context_window": 258400}})  # fmt: skip
+        add("response_item", {"type": "function_call_output", "call_id": f"call_{n}", "output": "Error: no such file"})  # fmt: skip
+
+    for n in range(3):
+        step(n, "Look at the repository.", 20_000 + n * 10_000)
+    add("compacted", {"message": "Summary: you were wrong about the parser."})
+    add("event_msg", {"type": "context_compacted"})
+    for s in range(1, steps + 1):
+        step(100 + s, "No, that's wrong." if s in corrected else "Carry on.", 15_000 + s * 500)
+    return b"\n".join(json.dumps(line).encode() for line in lines) + b"\n"
+
+
+def test_codex_operator_messages_count_and_its_tool_results_do_not(workspace, run_on_commit):
+    ingest_bytes(
+        workspace=workspace,
+        name="rollout-2026-03-02T10-00-00-019c8a59.jsonl",
+        data=_codex_rollout(80, {1, 2, 3, 70}),
+        source="demo",
+        refresh_analytics=False,
+    )
+    with run_on_commit():
+        analytics_refresh_queue(workspace=workspace)
+    section = _section(workspace)
+    assert section["compactions"] == 1
+    assert set(section["by_trigger"]) == {"unknown"}
+    assert section["by_trigger"]["unknown"]["flagged"] is True
+    assert section["operator_messages"] == 80
+    assert section["first5"]["correction"]["count"] == 3
+    assert section["matches_total"] == 4
+    assert [m["step"] for m in section["matches"]] == [1, 2, 3, 70]
+    # Codex flags no tool result as an error: its results are not observed at all
+    assert section["tool_results"] == 0
