@@ -37,7 +37,7 @@ def test_gone_artifacts_are_marked_and_link_only_to_their_tombstone(
     assert '<code class="art-command">make deleted</code>' in row
     assert "Content deleted" in row
     assert (
-        f'<a href="{base}{deleted.pk}/" aria-label="Why artifact {deleted.pk} is deleted">why it is gone</a>'
+        f'<a href="{base}{deleted.pk}/" title="What it was, and why it is deleted">why it is gone</a>'
         in row
     )
 

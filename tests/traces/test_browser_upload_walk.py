@@ -1,13 +1,12 @@
 """Done-when walk in Chromium: upload a transcript and reach its sessions; an upload with
 nothing readable says "no data" and why."""
 
-import os
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
+from tests.screenshots import shoot_widths
 from tests.traces.factories import claude_session
 from traces.models import Session
 from traces.services import ingest_bytes
@@ -17,19 +16,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def _transcript(session: str, calls: int) -> bytes:
     return ("\n".join(claude_session(calls, session=session)) + "\n").encode()
-
-
-def shoot_widths(page, name: str) -> None:
-    """Screenshots at 1280 and 1920 px when GOVERNANCE_SCREENSHOTS names a folder."""
-    folder = os.environ.get("GOVERNANCE_SCREENSHOTS")
-    if not folder:
-        return
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    size = page.viewport_size
-    for width in (1280, 1920):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.screenshot(path=str(Path(folder) / f"{name}-{width}.png"), full_page=True)
-    page.set_viewport_size(size)
 
 
 def test_upload_a_transcript_and_reach_its_sessions(page, login, members, workspace, tmp_path):
