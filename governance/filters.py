@@ -3,7 +3,7 @@
 import django_filters
 
 from governance import labels
-from governance.models import Job, JobStatus
+from governance.models import AuditEvent, Job, JobStatus
 
 SORT_PARAM = "sort"
 
@@ -37,3 +37,21 @@ class JobFilter(django_filters.FilterSet):
     class Meta:
         model = Job
         fields = ["kind", "status"]
+
+
+class AuditEventFilter(django_filters.FilterSet):
+    """The audit log: events about one kind of object (`action` is the code's prefix)."""
+
+    action = django_filters.ChoiceFilter(
+        choices=sorted(labels.AUDIT_OBJECTS.items(), key=lambda item: item[1]),
+        method="filter_action",
+        label="About",
+        empty_label="Anything",
+    )
+
+    class Meta:
+        model = AuditEvent
+        fields = ["action"]
+
+    def filter_action(self, queryset, name, value):
+        return queryset.filter(action__startswith=f"{value}.")

@@ -19,7 +19,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from governance import forms, selectors, services
 from governance.errors import DomainError
-from governance.filters import SORT_PARAM, JobFilter
+from governance.filters import SORT_PARAM, AuditEventFilter, JobFilter
 from governance.htmx import htmx_partial, render_region
 from governance.jobs import sections_for
 from governance.models import ApiToken, Role
@@ -225,12 +225,11 @@ class JobListView(WorkspaceListView):
 
 class AuditLogView(WorkspaceListView):
     template_name = "governance/audit_log.html"
+    filterset_class = AuditEventFilter
     paginate_by = 100
 
     def get_queryset(self):
-        events = selectors.audit_events_for(workspace=self.workspace)
-        action = self.request.GET.get("action")
-        return events.filter(action__startswith=action) if action else events
+        return selectors.audit_events_for(workspace=self.workspace)
 
 
 class MembersView(WorkspaceTemplateView):

@@ -107,3 +107,8 @@ def test_job_page_and_audit_log_show_labels(page, login, members, workspace, job
     row = page.locator("#results tbody tr").first
     assert _cells(row)[2] == "Artifact deleted"
     assert page.get_by_text("artifact.delete", exact=True).count() == 0
+    page.get_by_label("About").select_option(label="Spec version")
+    page.get_by_text("No event about this").wait_for()
+    page.get_by_label("About").select_option(label="Artifact")
+    page.locator("#results tbody tr").first.wait_for()
+    assert _cells(page.locator("#results tbody tr").first)[2] == "Artifact deleted"

@@ -130,3 +130,15 @@ def test_audit_log_shows_action_labels(workspace, client_for, members):
     page = client_for("viewer").get(f"/w/{workspace.slug}/settings/audit/").content.decode()
     assert '<td title="artifact.delete">Artifact deleted</td>' in page
     assert "<code>artifact.delete</code>" not in page
+
+
+def test_audit_log_filters_by_what_the_event_is_about(workspace, client_for, members):
+    for action in ("artifact.delete", "artifact_policy.update", "spec_version.approve"):
+        AuditEvent.objects.create(workspace=workspace, actor=members["admin"], action=action)
+    client = client_for("viewer")
+    page = client.get(f"/w/{workspace.slug}/settings/audit/").content.decode()
+    assert '<option value="" selected>Anything</option>' in page
+    assert '<option value="artifact_policy">Artifact policy</option>' in page
+    about = client.get(f"/w/{workspace.slug}/settings/audit/?action=artifact").content.decode()
+    shown = [row.split(">", 1)[1].split("<", 1)[0] for row in about.split('<td title="')[1:]]
+    assert shown == ["Artifact deleted"]
