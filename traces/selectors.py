@@ -22,6 +22,16 @@ def sessions_of_job(*, job_id: int) -> QuerySet[Session]:
     return Session.objects.filter(pk__in=links.values("session_id"))
 
 
+def session_uploads(*, session: Session, limit: int = 5) -> list[dict]:
+    """The latest ingest jobs that read this session's files: {job_id, member, read}."""
+    links = (
+        JobFile.objects.filter(file__sessions=session)
+        .order_by("-job_id", "file__member")
+        .values("job_id", "file__member", "read")[:limit]
+    )
+    return [{"job_id": r["job_id"], "member": r["file__member"], "read": r["read"]} for r in links]
+
+
 def job_files(*, job_id: int) -> QuerySet[JobFile]:
     """An ingest job's files, each with the sessions it held calls of."""
     return (

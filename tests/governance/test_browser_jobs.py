@@ -60,6 +60,7 @@ def test_jobs_list_durations_labels_and_collapsed_refreshes(page, login, members
     assert refreshes[0] == "Trace analytics refresh"
     assert refreshes[1] == f"{TARGET} × 4 all runs"
     assert refreshes[2].startswith("failed")  # the latest of the four
+    assert page.get_by_text("Consecutive runs of the same refresh show as one row").is_visible()
     shoot_widths(page, "jobs-list")
 
     rows.nth(3).get_by_role("link", name="all runs").click()

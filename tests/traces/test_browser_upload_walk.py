@@ -79,6 +79,11 @@ def test_upload_a_transcript_and_reach_its_sessions(page, login, members, worksp
     rows.first.get_by_role("link", name="sess-uploaded").click()
     page.wait_for_load_state("networkidle")
     assert page.get_by_role("heading", level=1).inner_text() == "Claude Code session sess-uploaded"
+    source = page.locator("dl.meta div").filter(has_text="From uploads").locator("dd")
+    assert source.inner_text() == f"job #{job_id} fix-the-test.jsonl"
+    source.get_by_role("link", name=f"job #{job_id}").click()
+    page.wait_for_load_state("networkidle")
+    assert page.get_by_role("heading", level=1).inner_text() == "Ingest fix-the-test.jsonl"
 
 
 def test_an_upload_whose_every_file_is_rejected_says_no_data_and_why(
@@ -110,3 +115,4 @@ def test_an_upload_whose_every_file_is_rejected_says_no_data_and_why(
     assert page.get_by_text("No session came from this upload.").is_visible()
     assert page.get_by_role("cell", name="notes.jsonl").first.is_visible()
     assert page.get_by_role("link", name=re.compile("from this upload")).count() == 0
+    shoot_widths(page, "job-page-no-data")

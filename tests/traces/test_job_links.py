@@ -118,3 +118,19 @@ def test_job_page_links_to_its_sessions_and_names_its_files(upload, client_for, 
     page = client_for("viewer").get(f"/w/{workspace.slug}/jobs/{again.pk}/").content.decode()
     assert "already ingested, skipped" in page
     assert "1 session from this upload" in page
+
+
+def test_session_page_names_the_uploads_it_came_from(upload, client_for, workspace):
+    first = upload(("a.jsonl", _transcript("sess-a", 3)))
+    again = upload(("a-again.jsonl", _transcript("sess-a", 3)))
+    session = Session.objects.get(external_id="sess-a")
+    page = client_for("viewer").get(f"/w/{workspace.slug}/traces/sessions/{session.pk}/")
+    html = page.content.decode()
+    assert (
+        f'<a href="/w/{workspace.slug}/jobs/{again.pk}/">job #{again.pk}</a> <span class="mono">a.jsonl</span> (again)'
+        in html
+    )
+    assert (
+        f'<a href="/w/{workspace.slug}/jobs/{first.pk}/">job #{first.pk}</a> <span class="mono">a.jsonl</span><'
+        in html
+    )

@@ -206,9 +206,18 @@ class TraceLoader(BatchWriter):
         now = timezone.now()
         touched = sorted(self.touched_sessions - self._stamped)
         for start in range(0, len(touched), LINK_CHUNK):
-            Session.objects.filter(pk__in=touched[start : start + LINK_CHUNK]).update(
-                last_ingested_at=now
-            )
+            chunk = touched[start : start + LINK_CHUNK]
+            with transaction.atomic():
+                # Locked in id order first, as the derive step locks them: no deadlock
+                # with another worker deriving the same sessions.
+                locked = (
+                    Session.objects.filter(pk__in=chunk)
+                    .order_by("pk")
+                    .select_for_update(no_key=True)
+                )
+                Session.objects.filter(pk__in=list(locked.values_list("pk", flat=True))).update(
+                    last_ingested_at=now
+                )
         self._stamped |= set(touched)
         if self.file_sessions:
             Link = IngestedFile.sessions.through
