@@ -92,6 +92,8 @@ def duration(value):
     if value is None:
         return "–"
     seconds = value.total_seconds()
+    if seconds < 0.1:
+        return "under 0.1 s"
     if seconds < 10:
         return f"{max(seconds, 0):.1f} s"
     seconds = round(seconds)

@@ -142,3 +142,11 @@ def test_audit_log_filters_by_what_the_event_is_about(workspace, client_for, mem
     about = client.get(f"/w/{workspace.slug}/settings/audit/?action=artifact").content.decode()
     shown = [row.split(">", 1)[1].split("<", 1)[0] for row in about.split('<td title="')[1:]]
     assert shown == ["Artifact deleted"]
+
+
+def test_durations_read_at_every_scale():
+    from governance.templatetags.governance import duration
+
+    shown = [duration(timedelta(seconds=s)) for s in (0.04, 4.25, 45, 185, 7800)]
+    assert shown == ["under 0.1 s", "4.2 s", "45 s", "3 min 5 s", "2 h 10 min"]
+    assert duration(None) == "–"

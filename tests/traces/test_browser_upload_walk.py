@@ -113,6 +113,11 @@ def test_an_upload_whose_every_file_is_rejected_says_no_data_and_why(
     assert page.get_by_role("heading", name="Why there is no data").is_visible()
     assert "the reasons are listed below" in page.locator("pre.error-block").inner_text()
     assert page.get_by_text("No session came from this upload.").is_visible()
+    # The reasons "listed below" come right after the reason, before what it loaded.
+    errors = page.get_by_role("heading", name="Input errors (1)")
+    assert page.get_by_text("Nothing could be loaded; here is why, file by file.").is_visible()
+    loaded = page.get_by_role("heading", name="What it loaded")
+    assert errors.bounding_box()["y"] < loaded.bounding_box()["y"]
     assert page.get_by_role("cell", name="notes.jsonl").first.is_visible()
     assert page.get_by_role("link", name=re.compile("from this upload")).count() == 0
     shoot_widths(page, "job-page-no-data")
