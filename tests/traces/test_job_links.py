@@ -134,3 +134,15 @@ def test_session_page_names_the_uploads_it_came_from(upload, client_for, workspa
         f'<a href="/w/{workspace.slug}/jobs/{first.pk}/">job #{first.pk}</a> <span class="mono">a.jsonl</span><'
         in html
     )
+
+
+def test_sessions_list_filters_by_ingestion_date(upload, client_for, workspace):
+    upload(("a.jsonl", _transcript("sess-a", 2)))
+    Session.objects.filter(external_id="sess-a").update(last_ingested_at="2026-05-02T10:00:00Z")
+    upload(("b.jsonl", _transcript("sess-b", 2)))
+    Session.objects.filter(external_id="sess-b").update(last_ingested_at="2026-05-04T10:00:00Z")
+    client = client_for("viewer")
+    html = client.get(f"/w/{workspace.slug}/traces/?ingested_after=2026-05-03").content.decode()
+    assert "sess-b" in html and "sess-a" not in html
+    html = client.get(f"/w/{workspace.slug}/traces/?ingested_after=2026-05-02").content.decode()
+    assert "sess-b" in html and "sess-a" in html
