@@ -146,3 +146,20 @@ def test_sessions_list_filters_by_ingestion_date(upload, client_for, workspace):
     assert "sess-b" in html and "sess-a" not in html
     html = client.get(f"/w/{workspace.slug}/traces/?ingested_after=2026-05-02").content.decode()
     assert "sess-b" in html and "sess-a" in html
+
+
+def test_files_an_earlier_attempt_read_count_as_read_by_the_retry(upload):
+    from governance.services import job_run
+    from traces.services.ingestion import trace_ingest_job_run
+
+    job = upload(("a.jsonl", _transcript("sess-a", 3)))
+    # As if the first attempt died after committing its calls, before linking its files.
+    JobFile.objects.filter(job=job).delete()
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.QUEUED, finished_at=None)
+    job_run(job_id=job.pk, work=trace_ingest_job_run)
+    job.refresh_from_db()
+    assert job.counts["files_already_ingested"] == 1
+    assert list(JobFile.objects.filter(job=job).values_list("file__member", "read")) == [
+        ("a.jsonl", True)
+    ]
+    assert list(sessions_of_job(job_id=job.pk).values_list("external_id", flat=True)) == ["sess-a"]

@@ -212,14 +212,16 @@ def ingest_upload(
 
 def _job_files_record(job: Job, ingestion: _Ingestion) -> None:
     """Link the job to its files. A skipped file is linked to the row of its earlier read,
-    so a re-upload reaches the same sessions; a grown file has a row of its own."""
+    so a re-upload reaches the same sessions; a grown file has a row of its own. A file
+    that an earlier attempt of this job read (its upload names this job) counts as read."""
     links = [JobFile(job=job, file_id=pk, read=True) for pk in sorted(ingestion.read_ids)]
     if ingestion.skipped:
         earlier = IngestedFile.objects.filter(
             workspace=ingestion.workspace, sha256__in=ingestion.skipped, complete=True
         ).exclude(pk__in=ingestion.read_ids)
         links += [
-            JobFile(job=job, file_id=pk, read=False) for pk in earlier.values_list("pk", flat=True)
+            JobFile(job=job, file_id=pk, read=first_job == job.pk)
+            for pk, first_job in earlier.values_list("pk", "upload__job_id")
         ]
     # A retry of the job links the same files again.
     JobFile.objects.bulk_create(links, batch_size=1000, ignore_conflicts=True)
