@@ -38,6 +38,35 @@ def jobs_for(*, workspace: Workspace, kind: str | None = None) -> QuerySet[Job]:
     return jobs.filter(kind=kind) if kind else jobs
 
 
+# Kinds whose jobs are re-run for the same target (a refresh): a run of them shows as one row.
+REPEATING_JOB_KINDS = {"trace_analytics", "qualification_analysis"}
+
+
+@dataclass
+class JobRow:
+    """A job on the jobs list, standing for `count` consecutive runs of the same refresh."""
+
+    job: Job
+    count: int = 1
+
+
+def jobs_collapsed(jobs) -> list[JobRow]:
+    """Consecutive jobs of a repeating kind with the same target (its label) as one row,
+    led by the first of them (the latest, in the list's newest-first order)."""
+    rows: list[JobRow] = []
+    for job in jobs:
+        last = rows[-1].job if rows else None
+        if (
+            last is not None
+            and job.kind in REPEATING_JOB_KINDS
+            and (job.kind, job.label) == (last.kind, last.label)
+        ):
+            rows[-1].count += 1
+        else:
+            rows.append(JobRow(job))
+    return rows
+
+
 def job_get(*, workspace: Workspace, pk: int) -> Job:
     job = jobs_for(workspace=workspace).filter(pk=pk).first()
     if job is None:

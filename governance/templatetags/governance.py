@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 import numfmt
+from governance import labels
 
 register = template.Library()
 
@@ -83,3 +84,41 @@ def pairs(mapping):
 def count_category(entries, category: str) -> int:
     """How many of the dicts in `entries` have this `category`."""
     return sum(1 for entry in entries or () if entry.get("category") == category)
+
+
+# --- labels for codes (governance.labels) and job durations -------------------------
+
+
+@register.filter
+def job_kind_label(kind):
+    return labels.job_kind_label(str(kind))
+
+
+@register.filter
+def job_count_label(key):
+    return labels.job_count_label(str(key))
+
+
+@register.filter
+def audit_action_label(action):
+    return labels.audit_action_label(str(action))
+
+
+@register.filter
+def duration(value):
+    """A timedelta as "45 s", "3 min 5 s" or "2 h 10 min"; "–" for none."""
+    if value is None:
+        return "–"
+    seconds = value.total_seconds()
+    if seconds < 0.1:
+        return "under 0.1 s"
+    if seconds < 10:
+        return f"{max(seconds, 0):.1f} s"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
