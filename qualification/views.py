@@ -11,8 +11,8 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django_htmx.http import HttpResponseStopPolling
-from rest_framework.exceptions import APIException
 
+from governance.errors import Conflict
 from governance.htmx import htmx_partial
 from governance.models import Role
 from governance.services import InputError
@@ -22,11 +22,6 @@ from qualification.analysis.limits import RESERVE_ACTIONS, SOURCE_SUGGESTIONS
 from qualification.analysis.refusals import RULE_TITLES
 from qualification.analysis.sweep import requalification_shifts
 from qualification.models import LimitStatus, QualificationAnalysis
-
-
-def _conflict_text(exc: APIException) -> str:
-    return str(exc.detail)
-
 
 # --- qualifications ------------------------------------------------------------------
 
@@ -112,8 +107,8 @@ class QualificationCreateView(WorkspaceTemplateView):
                 )
             except InputError as exc:
                 forms.apply_input_error(form, str(exc))
-            except APIException as exc:
-                form.add_error("supersedes", _conflict_text(exc))
+            except Conflict as exc:
+                form.add_error("supersedes", exc.message)
             else:
                 messages.success(request, f"Created {qualification.name}. Upload its trials next.")
                 return redirect(self.wreverse("qualification:detail", qualification.pk))
@@ -230,8 +225,8 @@ class QualificationUploadView(WorkspaceTemplateView):
                 )
             except InputError as exc:
                 form.add_error("file", str(exc))
-            except APIException as exc:
-                form.add_error(None, _conflict_text(exc))
+            except Conflict as exc:
+                form.add_error(None, exc.message)
             else:
                 messages.info(
                     request,
@@ -399,8 +394,8 @@ class LimitFormMixin:
                 return save(values)
             except InputError as exc:
                 forms.apply_input_error(form, str(exc))
-            except APIException as exc:
-                form.add_error(None, _conflict_text(exc))
+            except Conflict as exc:
+                form.add_error(None, exc.message)
         return None
 
 
@@ -611,8 +606,8 @@ class LimitApproveView(WorkspaceTemplateView):
             forms.apply_input_error(form, str(exc))
             context = limit_context(request, limit, approve_form=form)
             return render(request, self.template_name, context, status=400)
-        except APIException as exc:
-            messages.error(request, _conflict_text(exc))
+        except Conflict as exc:
+            messages.error(request, exc.message)
         else:
             messages.success(request, f"Approved {limit.name}. It is now the active limit.")
         return redirect(self.wreverse("qualification:limit_detail", limit.pk))
@@ -625,8 +620,8 @@ class LimitWithdrawView(WorkspaceTemplateView):
         limit = selectors.operating_limit_get(workspace=self.workspace, pk=kwargs["pk"])
         try:
             services.operating_limit_withdraw(limit=limit, actor=request.user)
-        except APIException as exc:
-            messages.error(request, _conflict_text(exc))
+        except Conflict as exc:
+            messages.error(request, exc.message)
         else:
             messages.success(request, f"Withdrew {limit.name}.")
         return redirect(self.wreverse("qualification:limit_detail", limit.pk))
@@ -663,8 +658,8 @@ class LimitCheckView(WorkspaceTemplateView):
                 )
             except InputError as exc:
                 forms.apply_input_error(form, str(exc))
-            except APIException as exc:
-                form.add_error(None, _conflict_text(exc))
+            except Conflict as exc:
+                form.add_error(None, exc.message)
         context = limit_context(
             request, limit, check_form=form, allocation_formset=allocation_formset, check=audit
         )

@@ -21,14 +21,6 @@ BodyRenderer = Callable[[DomainError, dict], dict]
 _renderers: dict[type[DomainError], BodyRenderer] = {}
 
 
-class Conflict(exceptions.APIException):
-    """DRF's 409, still raised by qualification services until they move to governance.errors."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The request conflicts with the current state."
-    default_code = "conflict"
-
-
 def register_body(error_class: type[DomainError], render: BodyRenderer) -> None:
     """Render `error_class`'s body with `render(exc, context)` instead of `as_body()`.
 

@@ -1,6 +1,5 @@
 """Core API: the current workspace, jobs, members, tokens and the audit log."""
 
-import django_filters
 from django.contrib.auth import get_user_model
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
@@ -12,7 +11,8 @@ from rest_framework.views import APIView
 from governance import services
 from governance.api import serializers
 from governance.api.viewsets import WorkspaceReadOnlyViewSet, WorkspaceScopedMixin
-from governance.models import ApiToken, AuditEvent, Job, JobStatus, Membership, Role
+from governance.filters import JobFilter
+from governance.models import ApiToken, AuditEvent, Job, Membership, Role
 
 
 class CurrentWorkspaceView(APIView):
@@ -26,20 +26,12 @@ class CurrentWorkspaceView(APIView):
         return Response(serializers.CurrentWorkspaceSerializer(data).data)
 
 
-class JobFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=JobStatus.choices, empty_label="Any status")
-
-    class Meta:
-        model = Job
-        fields = ["kind", "status"]
-
-
 class JobViewSet(WorkspaceReadOnlyViewSet):
     """Background jobs (ingests, uploads, analyses) with progress, counts and errors."""
 
     queryset = Job.objects.select_related("created_by")
     serializer_class = serializers.JobSerializer
-    filterset_class = JobFilter
+    filterset_class = JobFilter  # the jobs page's: same names and choices
     ordering_fields = ["created_at", "finished_at"]
 
 

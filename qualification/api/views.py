@@ -17,6 +17,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
+from governance.api.exceptions import register_body
 from governance.api.serializers import JobSerializer
 from governance.api.viewsets import WorkspaceViewSet
 from governance.models import JobStatus, Role
@@ -67,6 +68,7 @@ class JsonLinesParser(PlainTextParser):
 class QualificationViewSet(WorkspaceViewSet):
     """Context-size sweeps: a pinned configuration on a workload against a pre-registered θ."""
 
+    action_roles = {"results": Role.VIEWER}  # asking for an analysis only fills the cache
     queryset = (
         Qualification.objects.select_related("configuration", "workload", "created_by")
         .annotate(trial_count=Count("trials"))
@@ -248,33 +250,55 @@ class QualificationViewSet(WorkspaceViewSet):
             "P(ECL ≥ L) and the 95% lower ECL from the task bootstrap; knee (paired-drop "
             "test), saturation, hinge/Kneedle/GEE cross-checks; refusals with remedies; the "
             "weakest family and the proposed production limit. Cached per trial version and "
-            "parameters. The analysis runs as a job, never inside this request: when the current "
-            "trials have no cached analysis yet, the answer is 202 with `status: pending` and "
-            "the job computing it (queued now if none is); poll the job, then ask again."
+            "parameters. The analysis runs as a job, never inside a request. GET only reads: "
+            "200 with the results; 202 with `status: pending` and the job while one computes "
+            "them; 409 with `code: analysis_missing` when the current trials were never "
+            "analysed (a partial upload queues no analysis). POST asks for the analysis: 200 "
+            "when it is cached, else 202 with the job computing it (queued now if none is); "
+            "poll the job, then GET again. Viewers may POST too: the job only fills the cache."
         ),
-        responses={200: serializers.ResultsSerializer, 202: serializers.AnalysisPendingSerializer},
+        responses={
+            200: serializers.ResultsSerializer,
+            202: serializers.AnalysisPendingSerializer,
+            409: serializers.AnalysisPendingSerializer,
+        },
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get", "post"])
     def results(self, request, pk=None):
         qualification = self.get_object()
-        analysis, job = services.analysis_get_or_request(
-            qualification=qualification, actor=request.user
-        )
-        if analysis is None:
-            return Response(
-                pending_body(qualification, job, request), status=status.HTTP_202_ACCEPTED
+        if request.method == "POST":
+            analysis, job = services.analysis_get_or_request(
+                qualification=qualification, actor=request.user
             )
-        return Response(
-            {
-                "qualification": qualification.pk,
-                "data_version": analysis.data_version,
-                "computed_at": analysis.computed_at,
-                **analysis.result,
-            }
-        )
+        else:
+            analysis = selectors.analysis_current(qualification=qualification)
+            job = None if analysis else selectors.analysis_job_pending(qualification=qualification)
+        if analysis is not None:
+            return Response(
+                {
+                    "qualification": qualification.pk,
+                    "data_version": analysis.data_version,
+                    "computed_at": analysis.computed_at,
+                    **analysis.result,
+                }
+            )
+        if job is None:
+            return Response(
+                {
+                    "qualification": qualification.pk,
+                    "data_version": qualification.data_version,
+                    "status": "missing",
+                    "code": "analysis_missing",
+                    "detail": f"Trial version {qualification.data_version} has not been "
+                    "analysed. POST to this URL to compute it.",
+                },
+                status=status.HTTP_409_CONFLICT,
+            )
+        return Response(pending_body(qualification, job, request), status=status.HTTP_202_ACCEPTED)
 
 
 def pending_body(qualification, job, request, detail: str = "") -> dict:
+    """The body of an answer that waits for the analysis job `job`."""
     return {
         "qualification": qualification.pk,
         "data_version": qualification.data_version,
@@ -320,15 +344,6 @@ class OperatingLimitViewSet(WorkspaceViewSet):
     filterset_class = filters.OperatingLimitFilter
     ordering_fields = ["created_at", "approved_at"]
     action_roles = {"approve": Role.REVIEWER}
-
-    def handle_exception(self, exc):
-        response = super().handle_exception(exc)
-        if isinstance(exc, services.AnalysisPending):
-            response.data = {
-                **pending_body(exc.qualification, exc.job, self.request, detail=str(exc.detail)),
-                "code": exc.default_code,
-            }
-        return response
 
     @extend_schema(
         summary="Propose a limit from a qualification",
@@ -501,3 +516,12 @@ class BudgetCheckViewSet(WorkspaceViewSet):
         return Response(
             serializers.BudgetCheckSerializer(audit).data, status=status.HTTP_201_CREATED
         )
+
+
+register_body(
+    services.AnalysisPending,
+    lambda exc, context: {
+        **pending_body(exc.qualification, exc.job, context["request"], detail=exc.message),
+        "code": exc.code,
+    },
+)

@@ -7,7 +7,7 @@ import time
 import orjson
 from django.db import transaction
 
-from governance.api.exceptions import Conflict
+from governance.errors import Conflict
 from governance.models import Job
 from governance.services import InputError, JobReporter, job_create, job_enqueue
 from qualification import selectors
@@ -89,7 +89,7 @@ def analysis_request(*, qualification: Qualification, actor=None) -> Job | None:
 class AnalysisPending(Conflict):
     """The analysis of the current trials is not cached yet; `job` is computing it."""
 
-    default_code = "analysis_pending"
+    code = "analysis_pending"
 
     def __init__(self, *, qualification: Qualification, job: Job):
         self.qualification, self.job = qualification, job

@@ -6,7 +6,7 @@ import hashlib
 
 from django.db import transaction
 
-from governance.api.exceptions import Conflict
+from governance.errors import Conflict
 from governance.services import InputError, audit_record
 from qualification.analysis.limits import LimitSpec, StageBudget, check_budget
 from qualification.models import AssemblyAudit, LimitStatus, OperatingLimit

@@ -6,7 +6,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from governance.api.exceptions import Conflict
+from governance.errors import Conflict
 from governance.models import Role
 from governance.services import InputError, audit_record
 from qualification import selectors

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from governance.api.exceptions import Conflict
+from governance.errors import Conflict
 from governance.services import InputError, audit_record
 from qualification.analysis.sweep import AnalysisParams
 from qualification.models import Qualification, QualificationStatus

@@ -10,7 +10,7 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections,
 from django.db.models import F
 
 import numfmt
-from governance.api.exceptions import Conflict
+from governance.errors import Conflict
 from governance.models import Job
 from governance.services import (
     InputError,

@@ -178,15 +178,20 @@ def _partial_upload(client, qid, rows):
     assert response.status_code == 201, response.json()
 
 
-def test_results_cache_miss_answers_202_with_the_queued_job(
+def test_results_get_only_reads_and_post_queues_the_analysis(
     api_for, api_qualification, planted_rows, run_on_commit
 ):
-    client = api_for("viewer")  # reading results may queue their computation
+    client = api_for("viewer")  # asking for the analysis only fills the cache
     qid = api_qualification["id"]
     _partial_upload(api_for("editor"), qid, planted_rows)
     url = f"/api/v1/qualifications/{qid}/results/"
+    missing = client.get(url)
+    assert missing.status_code == 409
+    assert (missing.json()["code"], missing.json()["status"]) == ("analysis_missing", "missing")
+    assert "POST to this URL" in missing.json()["detail"]
+    assert not Job.objects.filter(kind="qualification_analysis").exists()  # a GET queues nothing
     with run_on_commit():  # the queued job runs when this block commits, after the responses
-        pending = client.get(url)
+        pending = client.post(url)
         assert pending.status_code == 202
         body = pending.json()
         assert (body["qualification"], body["data_version"], body["status"]) == (

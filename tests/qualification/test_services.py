@@ -5,7 +5,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import connection
 
-from governance.api.exceptions import Conflict
+from governance.errors import Conflict
 from governance.models import AuditEvent, Job, JobStatus, Membership
 from governance.services import InputError
 from qualification import selectors, services

@@ -25,6 +25,7 @@ class SessionSerializer(serializers.ModelSerializer):
         fields = [
             "id", "external_id", "harness", "title", "project", "git_branch", "harness_version", "models",
             "started_at", "ended_at", "agents", "calls", "compactions", "tokens", "max_context",
+            "created_at", "last_ingested_at",
         ]  # fmt: skip
 
 
