@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, login_required
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from governance import views
 
@@ -48,7 +48,11 @@ urlpatterns = [
     # login middleware and would answer a bare 401).
     path(
         "api/docs/",
-        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        login_required(
+            SpectacularSwaggerSplitView.as_view(
+                url_name="api-schema", template_name="governance/swagger_ui.html"
+            )
+        ),
         name="api-docs",
     ),
     path("", include("traces.otlp_urls")),
