@@ -41,6 +41,7 @@ urlpatterns = [
     path("accounts/login/", login_not_required(auth_views.LoginView.as_view()), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("workspaces/switch/", views.workspace_switch, name="workspace_switch"),
+    path("invitations/", views.InvitationsView.as_view(), name="invitations"),
     path("w/<slug:workspace>/", include(workspace_pages)),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -32,7 +32,7 @@ SKIP_LINK = re.compile(r"logout|\.csv|/export/|/content/|/output/|download|[?&](
 # Pages the walk must reach with the demo data: every menu entry and a detail page of each
 # kind of seeded object.
 MUST_VISIT = {
-    "dashboard", "job_list", "job_detail", "members", "tokens", "audit_log",
+    "dashboard", "job_list", "job_detail", "members", "tokens", "audit_log", "invitations",
     "traces:session_list", "traces:session_detail", "traces:upload",
     "analytics:cost", "analytics:steps", "analytics:compactions", "analytics:coverage",
     "analytics:incidents", "analytics:what_if",
