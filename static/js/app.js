@@ -107,8 +107,8 @@
   // A polling notice marked data-reload-when-done reloads the whole page once the server's
   // answer no longer holds it: the work is done, and the page's figures need a full load.
   document.addEventListener("htmx:beforeSwap", function (event) {
-    var elt = event.detail.elt;
-    if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-reload-when-done")) return;
+    var source = event.detail.requestConfig && event.detail.requestConfig.elt;
+    if (!source || !source.hasAttribute || !source.hasAttribute("data-reload-when-done")) return;
     if (!event.detail.xhr || event.detail.xhr.status !== 200) return;
     var answer = new DOMParser().parseFromString(event.detail.serverResponse, "text/html");
     if (answer.querySelector("[data-reload-when-done]")) return;

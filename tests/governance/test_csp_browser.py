@@ -12,11 +12,15 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.urls import Resolver404, resolve
+from django.utils import timezone
 
 from artifacts.models import Artifact
 from artifacts.services import artifact_write
+from governance.models import Job, JobStatus
+from governance.services import job_create
 from governance.staticfinders import PlotlyJsFinder
 from tests.conftest import PASSWORD
+from traces.analytics.selectors import JOB_KIND, AnalyticsFilters
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -187,3 +191,28 @@ def test_a_delete_asks_first_without_inline_script(page, login, members, workspa
     page.get_by_role("button", name="Delete content").click()
     page.wait_for_selector(".art-tombstone")
     assert Artifact.objects.get(pk=artifact.pk).gone_at is not None
+
+
+def test_the_analytics_page_reloads_itself_when_its_computation_ends(
+    page, login, members, workspace
+):
+    """The notice says the page refreshes when the computation is done; app.js does that
+    (data-reload-when-done) where an inline <script> used to sit, doing nothing."""
+    filters = AnalyticsFilters()
+    job = job_create(
+        workspace=workspace,
+        kind=JOB_KIND,
+        params={"key": filters.key, "data_version": workspace.data_version},
+    )
+    login("viewer-a")
+    page.goto(f"{page.base_url}/w/{workspace.slug}/analytics/")
+    notice = page.locator("#analytics-status [data-reload-when-done]")
+    assert "This page refreshes when it is done." in notice.inner_text()
+    assert page.locator("#analytics-status script").count() == 0
+    with page.expect_navigation():  # a whole-page load, not a swap of the notice
+        Job.objects.filter(pk=job.pk).update(
+            status=JobStatus.FAILED, error="the database went away", finished_at=timezone.now()
+        )
+    alert = page.locator("#analytics-status").get_by_role("alert")
+    assert "on the current traces failed" in alert.inner_text()
+    assert page.locator("[data-reload-when-done]").count() == 0
