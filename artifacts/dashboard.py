@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from artifacts import selectors
 from governance.dashboard import DashboardCard
-from governance.templatetags.governance import tokens
+from numfmt import tokens
 
 
 def card(workspace) -> DashboardCard:

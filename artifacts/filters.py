@@ -20,7 +20,7 @@ class ArtifactFilter(django_filters.FilterSet):
     command = django_filters.CharFilter(lookup_expr="icontains", label="Command contains")
     tool_call_id = django_filters.CharFilter(label="Tool call")
     status = django_filters.ChoiceFilter(
-        choices=STATUS_CHOICES, method="filter_status", label="Status", empty_label="any"
+        choices=STATUS_CHOICES, method="filter_status", label="Status", empty_label="Any status"
     )
     sort = sort_filter(
         created="created_at",

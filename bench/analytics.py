@@ -60,19 +60,18 @@ def generate(workspace, target_calls: int, seed: int = 1) -> dict:
             )
         )
     Session.objects.bulk_create(sessions, batch_size=2000)
-    session_ids = (
-        [
-            s.pk
-            for s in Session.objects.filter(workspace=workspace)
-            .order_by("id")
-            .values_list("id", flat=True)
-        ]
-        if False
-        else list(
-            Session.objects.filter(workspace=workspace).order_by("id").values_list("id", flat=True)
-        )
+    session_ids = list(
+        Session.objects.filter(workspace=workspace, external_id__startswith="bench-")
+        .order_by("id")
+        .values_list("id", flat=True)
     )
-    agent_id = run_id = compaction_id = call_id = 0
+    # Ids continue after what the database holds, so the corpus can be added to a seeded one.
+    with connection.cursor() as cursor:
+        starts = []
+        for table in ("traces_agent", "traces_run", "traces_compaction", "traces_call"):
+            cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}")
+            starts.append(cursor.fetchone()[0])
+    agent_id, run_id, compaction_id, call_id = starts
     while calls < target_calls:
         session = session_ids[agents % len(session_ids)]
         agent_id += 1
@@ -222,6 +221,15 @@ def generate(workspace, target_calls: int, seed: int = 1) -> dict:
             _flush(connection, call_rows, agent_rows, compaction_rows, run_rows, touch_rows)
     _flush(connection, call_rows, agent_rows, compaction_rows, run_rows, touch_rows)
     with connection.cursor() as cursor:
+        for table in ("traces_agent", "traces_run", "traces_compaction", "traces_call"):
+            cursor.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT MAX(id) FROM {table}))"
+            )
+        cursor.execute(
+            "UPDATE traces_session s SET call_count = (SELECT COUNT(*) FROM traces_call c"
+            " WHERE c.session_id = s.id) WHERE s.id = ANY(%s)",
+            [session_ids],
+        )
         cursor.execute("ANALYZE")
     return {
         "calls": calls,

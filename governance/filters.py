@@ -2,6 +2,9 @@
 
 import django_filters
 
+from governance import labels
+from governance.models import AuditEvent, Job, JobStatus
+
 SORT_PARAM = "sort"
 
 
@@ -17,3 +20,38 @@ def sort_filter(**names: str) -> django_filters.OrderingFilter:
         empty_label="Default order",
         help_text=f"One of {', '.join(names)}; prefix '-' for descending.",
     )
+
+
+class JobFilter(django_filters.FilterSet):
+    """The jobs list: by kind, status and what the job was about."""
+
+    kind = django_filters.ChoiceFilter(
+        choices=list(labels.JOB_KINDS.items()), empty_label="Any kind"
+    )
+    status = django_filters.ChoiceFilter(choices=JobStatus.choices, empty_label="Any status")
+    q = django_filters.CharFilter(
+        field_name="label", lookup_expr="icontains", label="What contains"
+    )
+    sort = sort_filter(created="created_at", kind="kind", status="status")
+
+    class Meta:
+        model = Job
+        fields = ["kind", "status"]
+
+
+class AuditEventFilter(django_filters.FilterSet):
+    """The audit log: events about one kind of object (`action` is the code's prefix)."""
+
+    action = django_filters.ChoiceFilter(
+        choices=sorted(labels.AUDIT_OBJECTS.items(), key=lambda item: item[1]),
+        method="filter_action",
+        label="About",
+        empty_label="Anything",
+    )
+
+    class Meta:
+        model = AuditEvent
+        fields = ["action"]
+
+    def filter_action(self, queryset, name, value):
+        return queryset.filter(action__startswith=f"{value}.")

@@ -120,6 +120,11 @@ class JobStatus(models.TextChoices):
         return {cls.SUCCEEDED, cls.FAILED}
 
 
+# A job that ends with nothing to show for it fails with a message that starts so; its
+# badge then says "no data" rather than a bare "failed".
+JOB_NO_DATA_PREFIX = "No data:"
+
+
 class Job(WorkspaceOwned):
     """A background job with visible progress, counts and line-numbered errors."""
 
@@ -187,6 +192,19 @@ class Job(WorkspaceOwned):
     @property
     def is_finished(self) -> bool:
         return self.status in JobStatus.finished()
+
+    @property
+    def status_label(self) -> str:
+        if self.status == JobStatus.FAILED and self.error.startswith(JOB_NO_DATA_PREFIX):
+            return "no data"
+        return self.status
+
+    @property
+    def duration(self) -> timedelta | None:
+        """Finished minus started; for a running job, the time it has run so far."""
+        if self.started_at is None:
+            return None
+        return (self.finished_at or timezone.now()) - self.started_at
 
     @property
     def percent(self) -> int | None:

@@ -18,8 +18,9 @@ from django_htmx.http import HttpResponseStopPolling
 
 from governance import forms, selectors, services
 from governance.errors import DomainError, InputError
-from governance.filters import SORT_PARAM
+from governance.filters import SORT_PARAM, AuditEventFilter, JobFilter
 from governance.htmx import htmx_partial, render_region
+from governance.jobs import sections_for
 from governance.models import ApiToken, Membership, Role
 from governance.selectors import membership_get, memberships_for_user
 
@@ -180,6 +181,7 @@ class DashboardView(WorkspaceTemplateView):
 
         return super().get_context_data(
             cards=cards_for(self.workspace),
+            waiting=selectors.waiting_for(membership=self.membership),
             recent_jobs=selectors.jobs_for(workspace=self.workspace)[:5],
             recent_events=selectors.audit_events_for(workspace=self.workspace)[:8],
             **kwargs,
@@ -193,7 +195,7 @@ class JobDetailView(WorkspaceTemplateView):
 
     def get(self, request, *args, **kwargs):
         job = selectors.job_get(workspace=self.workspace, pk=kwargs["pk"])
-        context = {"job": job}
+        context = {"job": job, "sections": sections_for(job)}
         response = render_region(request, self.template_name, "progress", context)
         if htmx_partial(request) and job.is_finished:
             response.status_code = HttpResponseStopPolling.status_code
@@ -201,22 +203,34 @@ class JobDetailView(WorkspaceTemplateView):
 
 
 class JobListView(WorkspaceListView):
+    """Jobs newest first. Unfiltered, repeated refreshes of one target show as one row."""
+
     template_name = "governance/job_list.html"
-    sort_fields = {"created": "created_at", "kind": "kind", "status": "status"}
+    filterset_class = JobFilter
     default_sort = "-created"
 
     def get_queryset(self):
         return selectors.jobs_for(workspace=self.workspace)
 
+    def get_context_data(self, **kwargs):
+        jobs = kwargs["object_list"]
+        filtered = kwargs["filterset"].is_bound and any(
+            kwargs["filterset"].form.cleaned_data.get(name) for name in ("kind", "status", "q")
+        )
+        if filtered or kwargs["sort"] != self.default_sort:
+            rows = [selectors.JobRow(job) for job in jobs]
+        else:
+            rows = selectors.jobs_collapsed(jobs)
+        return super().get_context_data(rows=rows, **kwargs)
+
 
 class AuditLogView(WorkspaceListView):
     template_name = "governance/audit_log.html"
+    filterset_class = AuditEventFilter
     paginate_by = 100
 
     def get_queryset(self):
-        events = selectors.audit_events_for(workspace=self.workspace)
-        action = self.request.GET.get("action")
-        return events.filter(action__startswith=action) if action else events
+        return selectors.audit_events_for(workspace=self.workspace)
 
 
 class MembersView(WorkspaceTemplateView):

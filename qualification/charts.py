@@ -12,8 +12,16 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from governance.charts import PALETTE, base_layout, chart_text, figure_dict
-from qualification.analysis.tokens import format_tokens
+import numfmt
+from governance.charts import (
+    PALETTE,
+    TOKEN_AXIS,
+    add_spanning_lines,
+    base_layout,
+    chart_text,
+    figure_dict,
+    figure_with_lines,
+)
 
 MARKER_STYLES = {
     "knee": {"color": "#c2410c", "dash": "dot", "label": "knee"},
@@ -33,11 +41,23 @@ def stratum_axis(strata) -> dict:
     return {
         "tickmode": "array",
         "tickvals": [_x(s) for s in strata],
-        "ticktext": [format_tokens(s) for s in strata],
+        "ticktext": stratum_labels(strata),
         "title": {"text": "context tokens (log scale)"},
         "showgrid": True,
         "tickangle": 0,
     }
+
+
+def stratum_labels(strata: list[int], crowded: float = 0.8) -> list[str]:
+    """Tick labels for sorted strata. A stratum less than `crowded` doublings after the one
+    before it (128k, 200k) takes its label onto a second line, or the two run together as
+    "128k200k"; Plotly's automatic tilt goes by the average spacing, so it does not."""
+    labels, previous, lowered = [], None, False
+    for tokens in strata:
+        lower = previous is not None and not lowered and _x(tokens) - _x(previous) < crowded
+        labels.append(("<br>" if lower else "") + numfmt.tokens(tokens))
+        previous, lowered = tokens, lower
+    return labels
 
 
 def _rgba(hex_colour: str, alpha: float) -> str:
@@ -61,12 +81,15 @@ def add_decline_curve(
     mark_knee: bool = False,
     show_legend: bool = True,
     legendgroup: str | None = None,
+    lines: list[dict] | None = None,
 ) -> go.Figure:
     """Draw one family's accuracy by stratum with its interval band onto `fig`.
 
     `family` has `strata: [{tokens, accuracy, ci: [lo, hi], tasks}]` and optionally
     `ecl_tokens` and `knee_tokens` (an analysis family, or `LabFamily.as_chart_dict()`).
     The x coordinate is log2(tokens); give the figure `stratum_axis(strata)` as its x axis.
+    Given `lines`, the θ line and markers are appended to it for `figure_with_lines` instead
+    of being added to the figure.
     """
     points = [s for s in family["strata"] if s.get("accuracy") is not None]
     if not points:
@@ -102,7 +125,7 @@ def add_decline_curve(
             legendgroup=group,
             showlegend=show_legend,
             customdata=[
-                [format_tokens(s["tokens"]), s["ci"][0], s["ci"][1], s.get("tasks")] for s in points
+                [numfmt.tokens(s["tokens"]), s["ci"][0], s["ci"][1], s.get("tasks")] for s in points
             ],
             hovertemplate=(
                 "%{customdata[0]}: %{y:.1%} [%{customdata[1]:.1%}, %{customdata[2]:.1%}]"
@@ -111,30 +134,40 @@ def add_decline_curve(
         ),
         **where,
     )
+    collect = lines is not None
+    lines = lines if collect else []
     if theta is not None:
-        fig.add_hline(y=theta, line={"color": "#4b5563", "dash": "dash", "width": 1}, **where)
+        lines.append(
+            {
+                "kind": "hline",
+                "at": theta,
+                "line": {"color": "#4b5563", "dash": "dash", "width": 1},
+                **where,
+            }
+        )
     if mark_ecl and family.get("ecl_tokens"):
-        _mark(fig, "ecl", family["ecl_tokens"], where)
+        lines.append(_mark("ecl", family["ecl_tokens"], where))
     if mark_knee and family.get("knee_tokens"):
-        _mark(fig, "knee", family["knee_tokens"], where)
-    return fig
+        lines.append(_mark("knee", family["knee_tokens"], where))
+    return fig if collect else add_spanning_lines(fig, lines)
 
 
-def _mark(fig: go.Figure, kind: str, tokens: int, where: dict, *, annotate: bool = True) -> None:
+def _mark(kind: str, tokens: int, where: dict, *, annotate: bool = True) -> dict:
+    """A vertical marker line for `add_spanning_lines`."""
     style = MARKER_STYLES[kind]
-    options = {}
-    if annotate:
-        options = {
-            "annotation_text": f"{style['label']} {format_tokens(tokens)}",
-            "annotation_position": {"knee": "bottom left", "limit": "right"}.get(kind, "top left"),
-            "annotation_font": {"size": 10, "color": style["color"]},
+    return {
+        "kind": "vline",
+        "at": _x(tokens),
+        "line": {"color": style["color"], "dash": style["dash"], "width": 1.5},
+        "annotation": {
+            "text": f"{style['label']} {numfmt.tokens(tokens)}",
+            "position": {"knee": "bottom left", "limit": "right"}.get(kind, "top left"),
+            "font": {"size": 10, "color": style["color"]},
         }
-    fig.add_vline(
-        x=_x(tokens),
-        line={"color": style["color"], "dash": style["dash"], "width": 1.5},
+        if annotate
+        else None,
         **where,
-        **options,
-    )
+    }
 
 
 def _grid(count: int) -> tuple[int, int]:
@@ -158,6 +191,7 @@ def decline_figure(result: dict, *, previous: dict | None = None) -> dict:
     )
     old = {f["family"]: f for f in (previous or {}).get("families", [])}
     limit = result.get("proposed_limit_tokens")
+    markers = []
     for index, family in enumerate(families):
         where = {"row": index // cols + 1, "col": index % cols + 1}
         if family["family"] in old:
@@ -180,16 +214,19 @@ def decline_figure(result: dict, *, previous: dict | None = None) -> dict:
             color=PALETTE[0],
             show_legend=index == 0,
             legendgroup="accuracy",
+            lines=markers,
             **where,
         )
         if family.get("ecl_tokens"):
-            _mark(fig, "ecl", family["ecl_tokens"], where)
+            markers.append(_mark("ecl", family["ecl_tokens"], where))
         if family.get("knee_tokens"):
-            _mark(fig, "knee", family["knee_tokens"], where)
+            markers.append(_mark("knee", family["knee_tokens"], where))
         if family.get("saturation_tokens"):
-            _mark(fig, "saturation", family["saturation_tokens"], where, annotate=False)
+            markers.append(_mark("saturation", family["saturation_tokens"], where, annotate=False))
         if limit:
-            _mark(fig, "limit", limit, where, annotate=family["family"] == result["weakest_family"])
+            markers.append(
+                _mark("limit", limit, where, annotate=family["family"] == result["weakest_family"])
+            )
     axis = stratum_axis(result["strata"]) if result["strata"] else {}
     for index in range(len(families)):
         fig.update_xaxes(
@@ -205,7 +242,7 @@ def decline_figure(result: dict, *, previous: dict | None = None) -> dict:
             legend={"orientation": "h", "y": -0.08 if rows > 1 else -0.2},
         )
     )
-    return figure_dict(fig)
+    return figure_with_lines(fig, markers)
 
 
 OUTCOMES = [
@@ -305,6 +342,9 @@ def cost_figure(result: dict) -> dict:
     axis = stratum_axis(result["strata"]) if result["strata"] else {}
     fig.update_xaxes(**axis)
     fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(**TOKEN_AXIS, row=1, col=1)
+    if has_cost:
+        fig.update_yaxes(tickprefix="$", row=1, col=2)
     # The legend goes below the axis titles: above the plots it would cover the subplot titles.
     fig.update_layout(
         **base_layout(
@@ -324,7 +364,7 @@ def ecl_probability_figure(result: dict) -> dict:
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=[format_tokens(s) for s in strata],
+            x=[numfmt.tokens(s) for s in strata],
             y=[f["family"] for f in families],
             zmin=0,
             zmax=1,
@@ -384,9 +424,10 @@ def allocation_figure(allocation: dict, source_limits: dict, *, total_limit: int
         **base_layout(
             height=120 + 34 * len(sources),
             xaxis={
+                **TOKEN_AXIS,
                 "title": {
                     "text": f"tokens (assembly total {sum(allocation.values()):,} of {total_limit:,})"
-                }
+                },
             },
             yaxis={"autorange": "reversed"},
             margin={"l": 140, "r": 20, "t": 20, "b": 60},
@@ -406,7 +447,7 @@ def failure_figure(rows: list[dict], labels: dict[str, str]) -> dict | None:
     for index, name in enumerate(classes):
         fig.add_trace(
             go.Bar(
-                x=[format_tokens(s) for s in strata],
+                x=[numfmt.tokens(s) for s in strata],
                 y=[counts.get((s, name), 0) for s in strata],
                 name=chart_text(labels.get(name, name)) if name else "not classified",
                 marker={"color": "#d1d5db" if not name else PALETTE[index % len(PALETTE)]},
@@ -422,6 +463,44 @@ def failure_figure(rows: list[dict], labels: dict[str, str]) -> dict | None:
             margin={"l": 60, "r": 220, "t": 30, "b": 50},
             xaxis={"title": {"text": "context tokens"}, "type": "category"},
             yaxis={"title": {"text": "failed trials"}},
+        )
+    )
+    return figure_dict(fig)
+
+
+def decline_thumbnail(result: dict, *, limit_tokens: int | None) -> dict:
+    """A small decline curve for a limit's review: every family on one axis, θ, the weakest
+    family's knee and ECL, and the limit's maximum context against them."""
+    fig = go.Figure()
+    weakest = result.get("weakest_family")
+    for index, family in enumerate(result["families"]):
+        add_decline_curve(
+            fig,
+            family,
+            theta=result["params"]["threshold"] if index == 0 else None,
+            name=family["family"],
+            color=PALETTE[index % len(PALETTE)],
+            band=family["family"] == weakest,
+            mark_knee=family["family"] == weakest,
+        )
+    if limit_tokens:
+        style = MARKER_STYLES["limit"]
+        fig.add_vline(
+            x=_x(limit_tokens),
+            line={"color": style["color"], "dash": style["dash"], "width": 2},
+            annotation_text=f"this limit {numfmt.tokens(limit_tokens)}",
+            annotation_position="bottom left",
+            annotation_font={"size": 11, "color": style["color"]},
+        )
+    axis = stratum_axis(result["strata"]) if result["strata"] else {}
+    fig.update_layout(
+        **base_layout(
+            height=260,
+            margin={"l": 50, "r": 15, "t": 30, "b": 40},
+            xaxis={**axis, "title": {"text": "context tokens (log scale)", "font": {"size": 11}}},
+            yaxis={"range": [0, 1.04], "tickformat": ".0%"},
+            legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+            showlegend=True,
         )
     )
     return figure_dict(fig)

@@ -128,6 +128,8 @@ def seed(*, workspace, users, stdout) -> None:
             limit=limit,
             reviewer=users["reviewer"],
             membership=workspace.memberships.get(user=users["reviewer"]),
+            confirmed=True,
+            comment="Checked the margin against the code-change knee; stage budgets as seed 004.",
         )
     if not limit.audits.exists():
         _budget_checks(limit, users)

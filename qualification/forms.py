@@ -8,6 +8,7 @@ from django import forms
 from qualification.analysis.limits import RESERVE_ACTIONS, SOURCE_SUGGESTIONS
 from qualification.analysis.sweep import AnalysisParams
 from qualification.models import Consequence, FamilyKind, QualificationStatus
+from qualification.services.limits import APPROVAL_CONFIRMATION, COMMENT_MAX_CHARS
 
 STANDARD_FAMILIES = [(k, label) for k, label in FamilyKind.choices if k != FamilyKind.CUSTOM]
 ACTION_CHOICES = list(RESERVE_ACTIONS.items())
@@ -208,6 +209,20 @@ class LimitForm(forms.Form):
                 f"At most {max(context - reserve, 0):,}: the maximum context minus the reserve.",
             )
         return data
+
+
+class LimitApproveForm(forms.Form):
+    """The reviewer's confirmation and comment. The service checks the confirmation, so a page
+    and an API call without it are refused alike."""
+
+    confirm = forms.BooleanField(required=False, label=APPROVAL_CONFIRMATION)
+    comment = forms.CharField(
+        label="Comment (optional)",
+        required=False,
+        max_length=COMMENT_MAX_CHARS,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Kept in the audit log with the approval and shown on this limit.",
+    )
 
 
 class SourceLimitForm(forms.Form):

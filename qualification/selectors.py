@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import orjson
 import pandas as pd
-from django.db.models import Count, Max, Q, QuerySet
+from django.core.cache import cache
+from django.db.models import Case, Count, Max, Q, QuerySet, When
 from django.http import Http404
 
-from governance.models import Job, JobStatus
-from qualification.analysis.limits import RESERVE_ACTIONS
+from governance.models import AuditEvent, Job, JobStatus, Role
+from qualification import charts
+from qualification.analysis.limits import ValueChange, compare_limit_values
 from qualification.analysis.sweep import AnalysisParams, trials_frame
+from qualification.formats.trials import FAILURE_CLASSES
 from qualification.models import (
     AssemblyAudit,
     LimitStatus,
@@ -244,45 +248,123 @@ def requalification_status(*, limit: OperatingLimit) -> Requalification:
     return Requalification(due=True, latest=latest, changes=changes, successor=successor)
 
 
-LIMIT_FIELDS = [
-    ("max_context_tokens", "Maximum context"),
-    ("max_initial_assembly_tokens", "Maximum initial assembly"),
-    ("reserve_tokens", "Reserve"),
-    ("reserve_action", "When the reserve is exhausted"),
-    ("source_limits", "Per-source limits"),
-    ("stage_budgets", "Per-stage budgets"),
-    ("configuration_fingerprint", "Configuration fingerprint"),
-]
+def limit_values(limit: OperatingLimit) -> dict:
+    """A limit's values as plain data, for `compare_limit_values`."""
+    return {
+        "max_context_tokens": limit.max_context_tokens,
+        "max_initial_assembly_tokens": limit.max_initial_assembly_tokens,
+        "reserve_tokens": limit.reserve_tokens,
+        "reserve_action": limit.reserve_action,
+        "source_limits": limit.source_limits,
+        "stage_budgets": limit.stage_budgets,
+    }
 
 
-def limit_changes(*, limit: OperatingLimit) -> list[tuple[str, object, object]]:
-    """What a limit changes relative to the one it supersedes: (label, before, after)."""
-    previous = limit.supersedes
-    if previous is None:
+def limit_baseline(*, limit: OperatingLimit) -> OperatingLimit | None:
+    """What a limit replaces: the limit it supersedes or, for a proposal that supersedes none,
+    the approved limit of the same model (same workload first) that is active now."""
+    if limit.supersedes_id:
+        return limit.supersedes
+    if limit.status != LimitStatus.PROPOSED:
+        return None
+    own = limit.qualification
+    return (
+        OperatingLimit.objects.filter(
+            workspace=limit.workspace,
+            status=LimitStatus.APPROVED,
+            qualification__configuration__model_name=own.configuration.model_name,
+        )
+        .exclude(pk=limit.pk)
+        .select_related("qualification__workload")
+        .order_by(
+            Case(When(qualification__workload_id=own.workload_id, then=0), default=1),
+            "-approved_at",
+            "-id",
+        )
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class LimitReview:
+    """A limit against the one it replaces: every changed value, and which to flag."""
+
+    baseline: OperatingLimit | None
+    changes: list[ValueChange] = field(default_factory=list)
+    fingerprint: tuple[str, str] | None = None  # (before, after) when the configuration changed
+    is_predecessor: bool = False  # the baseline is the limit this one supersedes
+
+    @property
+    def flagged(self) -> list[ValueChange]:
+        return [c for c in self.changes if c.flagged]
+
+    @property
+    def others(self) -> list[ValueChange]:
+        """Stricter, new or merely changed values."""
+        return [c for c in self.changes if not c.flagged]
+
+
+def limit_review(*, limit: OperatingLimit) -> LimitReview:
+    baseline = limit_baseline(limit=limit)
+    if baseline is None:
+        return LimitReview(baseline=None)
+    fingerprint = None
+    if baseline.configuration_fingerprint != limit.configuration_fingerprint:
+        fingerprint = (baseline.configuration_fingerprint, limit.configuration_fingerprint)
+    return LimitReview(
+        baseline=baseline,
+        changes=compare_limit_values(limit_values(baseline), limit_values(limit)),
+        fingerprint=fingerprint,
+        is_predecessor=baseline.pk == limit.supersedes_id,
+    )
+
+
+def limit_approval(*, limit: OperatingLimit) -> AuditEvent | None:
+    """The audit entry of a limit's approval: who, when and their comment."""
+    if limit.approved_at is None:
+        return None
+    return (
+        AuditEvent.objects.filter(
+            workspace=limit.workspace,
+            action="operating_limit.approve",
+            object_type=OperatingLimit._meta.label_lower,
+            object_id=str(limit.pk),
+        )
+        .select_related("actor")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def limit_analysis(*, limit: OperatingLimit) -> QualificationAnalysis | None:
+    """The analysis a limit was proposed from (the trial version it cites)."""
+    return (
+        QualificationAnalysis.objects.filter(
+            workspace=limit.workspace,
+            qualification_id=limit.qualification_id,
+            data_version=limit.analysis_data_version,
+        )
+        .order_by("-computed_at")
+        .first()
+    )
+
+
+def limits_awaiting_review(*, membership, qualification: Qualification | None = None) -> list:
+    """Proposed limits this member may approve: the reviewer role, and neither proposed nor
+    edited by them. Oldest first."""
+    if not membership.has_role(Role.REVIEWER):
         return []
-    changes = []
-    for name, label in LIMIT_FIELDS:
-        before, after = getattr(previous, name), getattr(limit, name)
-        if name == "source_limits":
-            for source in sorted(set(before) | set(after)):
-                if before.get(source) != after.get(source):
-                    changes.append((f"{label}: {source}", before.get(source), after.get(source)))
-        elif name == "stage_budgets":
-            old = {s["key"]: s["max_tokens"] for s in before}
-            new = {s["key"]: s["max_tokens"] for s in after}
-            for key in sorted(set(old) | set(new)):
-                if old.get(key) != new.get(key):
-                    changes.append((f"{label}: {key}", old.get(key), new.get(key)))
-        elif before != after:
-            if name == "configuration_fingerprint":
-                before, after = f"{before[:12]}…", f"{after[:12]}…"
-            elif name == "reserve_action":
-                before, after = (
-                    RESERVE_ACTIONS.get(before, before),
-                    RESERVE_ACTIONS.get(after, after),
-                )
-            changes.append((label, before, after))
-    return changes
+    limits = operating_limits_for(workspace=membership.workspace).filter(
+        status=LimitStatus.PROPOSED
+    )
+    if qualification is not None:
+        limits = limits.filter(qualification=qualification)
+    # contributor_ids is a short JSON list; SQLite cannot test membership in SQL.
+    return [
+        limit
+        for limit in limits.order_by("created_at", "id")
+        if membership.user_id not in limit.contributor_ids
+    ]
 
 
 def requalification_due_count(*, workspace) -> int:
@@ -420,3 +502,25 @@ def lab_reference_for_model(*, workspace, model_name: str) -> LabReference | Non
             ),
         )
     return None
+
+
+_CHARTS_FINGERPRINT = hashlib.sha256(Path(charts.__file__).read_bytes()).hexdigest()[:12]
+
+
+def sweep_figures(*, result: dict, previous_result: dict | None, failures: list[dict]) -> dict:
+    """The sweep page's figures, cached: they follow from the stored analyses and the failed
+    trials, and building them through Plotly costs several times the rest of the page. The
+    key is a hash of those inputs and of the chart code."""
+    inputs = orjson.dumps([result, previous_result, failures], option=orjson.OPT_SORT_KEYS)
+    key = f"qualification:figures:{_CHARTS_FINGERPRINT}:{hashlib.sha256(inputs).hexdigest()}"
+    figures = cache.get(key)
+    if figures is None:
+        figures = {
+            "decline": charts.decline_figure(result, previous=previous_result),
+            "outcomes": charts.outcomes_figure(result),
+            "cost": charts.cost_figure(result),
+            "probability": charts.ecl_probability_figure(result),
+            "failures": charts.failure_figure(failures, FAILURE_CLASSES),
+        }
+        cache.set(key, figures, timeout=24 * 3600)
+    return figures

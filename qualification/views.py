@@ -21,7 +21,6 @@ from qualification import charts, filters, forms, selectors, services
 from qualification.analysis.limits import RESERVE_ACTIONS, SOURCE_SUGGESTIONS
 from qualification.analysis.refusals import RULE_TITLES
 from qualification.analysis.sweep import requalification_shifts
-from qualification.formats.trials import FAILURE_CLASSES
 from qualification.models import LimitStatus, QualificationAnalysis
 
 
@@ -173,15 +172,11 @@ def qualification_context(request, qualification, **extra) -> dict:
     figures, captions = {}, {}
     if result and result["families"]:
         captions = _captions(result, previous if previous_result else None)
-        figures = {
-            "decline": charts.decline_figure(result, previous=previous_result),
-            "outcomes": charts.outcomes_figure(result),
-            "cost": charts.cost_figure(result),
-            "probability": charts.ecl_probability_figure(result),
-            "failures": charts.failure_figure(
-                selectors.failure_classes(qualification=qualification), FAILURE_CLASSES
-            ),
-        }
+        figures = selectors.sweep_figures(
+            result=result,
+            previous_result=previous_result,
+            failures=selectors.failure_classes(qualification=qualification),
+        )
     return dict(
         qualification=qualification,
         config=qualification.configuration,
@@ -206,6 +201,9 @@ def qualification_context(request, qualification, **extra) -> dict:
         upload_job=selectors.upload_job_running(qualification=qualification),
         upload_form=extra.pop("upload_form", None) or forms.TrialUploadForm(),
         limits=qualification.operating_limits.select_related("approved_by").order_by("-created_at"),
+        awaiting_review=selectors.limits_awaiting_review(
+            membership=request.membership, qualification=qualification
+        ),
         superseded_by=getattr(qualification, "superseded_by", None),
         **extra,
     )
@@ -556,13 +554,20 @@ def limit_context(request, limit, **extra) -> dict:
     allocation_formset = extra.pop("allocation_formset", None) or forms.AllocationFormSet(
         initial=[{"source": s} for s in sources], prefix="allocation"
     )
+    analysis = selectors.limit_analysis(limit=limit)
+    thumbnail = None
+    if analysis is not None and analysis.result["families"]:
+        thumbnail = charts.decline_thumbnail(analysis.result, limit_tokens=limit.max_context_tokens)
     return dict(
         limit=limit,
         qualification=limit.qualification,
         requalification=selectors.requalification_status(limit=limit),
         audits=limit.audits.select_related("created_by")[:10],
         successors=limit.successors.order_by("-created_at"),
-        changes=selectors.limit_changes(limit=limit),
+        review=selectors.limit_review(limit=limit),
+        approval=selectors.limit_approval(limit=limit),
+        thumbnail=thumbnail,
+        approve_form=extra.pop("approve_form", None) or forms.LimitApproveForm(),
         is_contributor=request.user.pk in limit.contributor_ids,
         check_form=check_form,
         allocation_formset=allocation_formset,
@@ -587,13 +592,25 @@ class LimitApproveView(WorkspaceTemplateView):
 
     def post(self, request, *args, **kwargs):
         limit = selectors.operating_limit_get(workspace=self.workspace, pk=kwargs["pk"])
+        form = forms.LimitApproveForm(request.POST)
+        if not form.is_valid():  # a comment too long; the service judges the confirmation
+            context = limit_context(request, limit, approve_form=form)
+            return render(request, self.template_name, context, status=400)
         try:
             services.operating_limit_approve(
-                limit=limit, reviewer=request.user, membership=self.membership
+                limit=limit,
+                reviewer=request.user,
+                membership=self.membership,
+                confirmed=form.cleaned_data["confirm"],
+                comment=form.cleaned_data["comment"],
             )
         except PermissionDenied as exc:
             context = limit_context(request, limit, approval_error=str(exc))
             return render(request, self.template_name, context, status=403)
+        except InputError as exc:
+            forms.apply_input_error(form, str(exc))
+            context = limit_context(request, limit, approve_form=form)
+            return render(request, self.template_name, context, status=400)
         except APIException as exc:
             messages.error(request, _conflict_text(exc))
         else:

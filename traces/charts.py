@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import plotly.graph_objects as go
-
-from governance.charts import base_layout, chart_text, figure_dict
+from governance.charts import TOKEN_AXIS, base_layout, chart_text, figure_dict, vertical_lines
 
 MAX_POINTS = 5000
 
@@ -54,42 +52,48 @@ def context_timeline(
     """
     total = sum(len(s.index) for s in series)
     downsampled = total > max_points
-    figure = go.Figure()
-    trace_type = go.Scattergl if total > 2000 else go.Scatter  # SVG is crisper; WebGL scales
+    # Plain dicts rather than graph objects: validating thousands of points and hundreds of
+    # shapes through plotly.graph_objects costs more than the rest of the page.
+    trace_type = "scattergl" if total > 2000 else "scatter"  # SVG is crisper; WebGL scales
+    data = []
     for s in series:
         budget = max(50, max_points * len(s.index) // total) if downsampled else len(s.index)
         x, y = downsample_max(s.index, s.context, budget)
-        figure.add_trace(
-            trace_type(
-                x=x,
-                y=y,
-                mode="lines+markers" if len(x) < 400 else "lines",
-                name=chart_text(s.label),
-                line={"width": 2.5 if s.is_main else 1.2},
-                marker={"size": 4},
-                opacity=1.0 if s.is_main else 0.75,
-                hovertemplate="call %{x}<br>context %{y:,} tokens<extra>%{fullData.name}</extra>",
-            )
+        data.append(
+            {
+                "type": trace_type,
+                "x": x,
+                "y": y,
+                "mode": "lines+markers" if len(x) < 400 else "lines",
+                "name": chart_text(s.label),
+                "line": {"width": 2.5 if s.is_main else 1.2},
+                "marker": {"size": 4},
+                "opacity": 1.0 if s.is_main else 0.75,
+                "hovertemplate": "call %{x}<br>context %{y:,} tokens<extra>%{fullData.name}</extra>",
+            }
         )
     if compactions:
-        figure.add_trace(
-            go.Scatter(
-                x=[c.index for c in compactions],
-                y=[c.pre_tokens or 0 for c in compactions],
-                mode="markers",
-                name="compaction",
-                marker={"symbol": "x", "size": 11, "color": "#a4262c", "line": {"width": 1}},
-                customdata=[[c.post_tokens or 0, c.trigger] for c in compactions],
-                hovertemplate="compaction (%{customdata[1]})<br>before %{y:,} → after %{customdata[0]:,}<extra></extra>",
-            )
+        data.append(
+            {
+                "type": "scatter",
+                "x": [c.index for c in compactions],
+                "y": [c.pre_tokens or 0 for c in compactions],
+                "mode": "markers",
+                "name": "compaction",
+                "marker": {"symbol": "x", "size": 11, "color": "#a4262c", "line": {"width": 1}},
+                "customdata": [[c.post_tokens or 0, c.trigger] for c in compactions],
+                "hovertemplate": "compaction (%{customdata[1]})<br>before %{y:,} → after %{customdata[0]:,}<extra></extra>",
+            }
         )
-        for c in compactions:
-            figure.add_vline(x=c.index, line={"color": "#a4262c", "width": 1, "dash": "dot"})
-    figure.update_layout(
-        **base_layout(
+    figure = {
+        "data": data,
+        "layout": base_layout(
             height=360,
-            xaxis={"title": "call (session order)"},
-            yaxis={"title": "context (tokens)", "rangemode": "tozero", "tickformat": "~s"},
-        )
-    )
+            shapes=vertical_lines(
+                [c.index for c in compactions], line={"color": "#a4262c", "width": 1, "dash": "dot"}
+            ),
+            xaxis={"title": {"text": "call (session order)"}},
+            yaxis={"title": {"text": "context (tokens)"}, "rangemode": "tozero", **TOKEN_AXIS},
+        ),
+    }
     return figure_dict(figure), downsampled

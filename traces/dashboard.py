@@ -3,7 +3,7 @@
 from django.urls import reverse
 
 from governance.dashboard import DashboardCard
-from governance.templatetags.governance import tokens
+from numfmt import tokens
 from traces.selectors import workspace_trace_totals
 
 

@@ -7,6 +7,7 @@ from django.db.models import F, Lookup, Q
 
 from governance.filters import sort_filter
 from traces.models import Harness, Session
+from traces.selectors import sessions_of_job
 
 
 def text_contains(field: str, value: str) -> Q:
@@ -69,9 +70,18 @@ class SessionFilter(django_filters.FilterSet):
         field_name="started_at", lookup_expr="date__lte", label="Started on or before",
         widget=forms.DateInput(attrs={"type": "date"}),
     )  # fmt: skip
+    ingested_after = django_filters.DateFilter(
+        field_name="last_ingested_at", lookup_expr="date__gte", label="Ingested on or after",
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )  # fmt: skip
+    job = django_filters.NumberFilter(
+        method="filter_job", label="From upload (job #)", min_value=1,
+        help_text="Sessions whose calls an ingest job read, or found already read.",
+    )  # fmt: skip
 
     sort = sort_filter(
         started="started_at",
+        ingested="last_ingested_at",
         calls="call_count",
         context="max_context",
         compactions="compaction_count",
@@ -89,6 +99,9 @@ class SessionFilter(django_filters.FilterSet):
             | text_contains("title", value)
             | text_contains("project", value)
         )
+
+    def filter_job(self, queryset, name, value):
+        return queryset.filter(pk__in=sessions_of_job(job_id=value).values("pk"))
 
     def filter_project(self, queryset, name, value):
         return queryset.filter(text_contains("project", value))

@@ -87,6 +87,12 @@ class IngestedFile(WorkspaceOwned):
     parser_state = models.JSONField(
         null=True, blank=True, help_text="What the parser needs to go on reading if the file grows."
     )
+    sessions = models.ManyToManyField(
+        "Session",
+        blank=True,
+        related_name="ingested_files",
+        help_text="The sessions this file held calls of.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -99,6 +105,24 @@ class IngestedFile(WorkspaceOwned):
 
     def __str__(self) -> str:
         return self.member
+
+
+class JobFile(models.Model):
+    """A file an ingest job read, or found already ingested (the same bytes uploaded
+    again): how a job reaches the files, and through them the sessions, it brought in."""
+
+    job = models.ForeignKey("governance.Job", on_delete=models.CASCADE, related_name="+")
+    file = models.ForeignKey(IngestedFile, on_delete=models.CASCADE, related_name="job_links")
+    read = models.BooleanField(
+        default=True, help_text="False: the file was already ingested, so the job skipped it."
+    )
+
+    class Meta:
+        ordering = ["job_id", "id"]
+        constraints = [models.UniqueConstraint(fields=["job", "file"], name="job_file_unique")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: file {self.file_id}"
 
 
 class Session(WorkspaceOwned):
@@ -127,8 +151,11 @@ class Session(WorkspaceOwned):
     needs_derive = models.BooleanField(
         default=False, help_text="New calls arrived (OTLP) since runs and totals were last derived."
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was first ingested.")
     updated_at = models.DateTimeField(auto_now=True)
+    last_ingested_at = models.DateTimeField(
+        null=True, blank=True, help_text="When an ingest last loaded calls or compactions of it."
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -137,7 +164,10 @@ class Session(WorkspaceOwned):
                 fields=["workspace", "harness", "external_id"], name="session_unique_external_id"
             )
         ]
-        indexes = [models.Index(fields=["workspace", "-started_at"])]
+        indexes = [
+            models.Index(fields=["workspace", "-started_at"]),
+            models.Index(fields=["workspace", "-last_ingested_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.get_harness_display()} {self.external_id[:12]}"

@@ -6,13 +6,40 @@ from django.db.models import QuerySet
 from django.http import Http404
 
 from governance.models import Workspace
-from traces.models import Agent, Call, Compaction, RawUpload, Run, Session
+from traces.models import Agent, Call, Compaction, IngestedFile, JobFile, RawUpload, Run, Session
 
 TIMELINE_MAX_POINTS = 5000
 
 
 def sessions_for(*, workspace: Workspace) -> QuerySet[Session]:
     return Session.objects.filter(workspace=workspace)
+
+
+def sessions_of_job(*, job_id: int) -> QuerySet[Session]:
+    """Sessions that the files of an ingest job (read, or found already read) held calls of."""
+    files = JobFile.objects.filter(job_id=job_id).values("file_id")
+    links = IngestedFile.sessions.through.objects.filter(ingestedfile_id__in=files)
+    return Session.objects.filter(pk__in=links.values("session_id"))
+
+
+def session_uploads(*, session: Session, limit: int = 5) -> list[dict]:
+    """The latest ingest jobs that read this session's files: {job_id, member, read}."""
+    links = (
+        JobFile.objects.filter(file__sessions=session)
+        .order_by("-job_id", "file__member")
+        .values("job_id", "file__member", "read")[:limit]
+    )
+    return [{"job_id": r["job_id"], "member": r["file__member"], "read": r["read"]} for r in links]
+
+
+def job_files(*, job_id: int) -> QuerySet[JobFile]:
+    """An ingest job's files, each with the sessions it held calls of."""
+    return (
+        JobFile.objects.filter(job_id=job_id)
+        .select_related("file")
+        .prefetch_related("file__sessions")
+        .order_by("-read", "file__member", "pk")
+    )
 
 
 def session_get(*, workspace: Workspace, pk: int) -> Session:

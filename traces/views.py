@@ -77,6 +77,7 @@ class SessionDetailView(WorkspaceTemplateView):
             downsampled=downsampled,
             point_count=session.call_count,
             subagent_count=sum(1 for a in agents if a.kind == AgentKind.SUBAGENT),
+            uploads=selectors.session_uploads(session=session),
         )
         return render(request, self.template_name, context)
 

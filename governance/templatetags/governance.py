@@ -1,7 +1,12 @@
-"""Template helpers: workspace-scoped URLs and compact number formatting."""
+"""Template helpers: workspace-scoped URLs, and number filters (thin wrappers over
+`numfmt`)."""
 
 from django import template
 from django.urls import reverse
+from django.utils.html import format_html
+
+import numfmt
+from governance import labels
 
 register = template.Library()
 
@@ -17,29 +22,44 @@ def wurl(context, name, *args, **kwargs):
 
 @register.filter
 def tokens(value):
-    """12345 -> '12.3k', 2500000 -> '2.50M'."""
-    if value is None or value == "":
-        return "–"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return value
-    sign = "-" if number < 0 else ""
-    number = abs(number)
-    if number >= 1_000_000:
-        return f"{sign}{number / 1_000_000:.2f}M"
-    if number >= 10_000:
-        return f"{sign}{number / 1000:.0f}k"
-    if number >= 1000:
-        return f"{sign}{number / 1000:.1f}k"
-    return f"{sign}{number:.0f}"
+    """12345 → '12.3k', 131072 → '128k', 1368190000 → '1.37B' (see numfmt)."""
+    return numfmt.tokens(value)
 
 
 @register.filter
 def pct(value, digits=1):
-    if value is None:
-        return "–"
-    return f"{100 * float(value):.{int(digits)}f}%"
+    """0.4189 → '41.9%'."""
+    return numfmt.percent(value, int(digits))
+
+
+@register.filter
+def usd(value):
+    """1368.19 → '$1,368.19', 0.0412 → '$0.0412'."""
+    return numfmt.usd(value)
+
+
+@register.filter
+def ratio(value):
+    """2.3712 → '2.37×'."""
+    return numfmt.ratio(value)
+
+
+@register.filter
+def sig(value, digits=3):
+    """Any other quantity to `digits` significant figures: 0.643856 → '0.644'."""
+    return numfmt.number(value, int(digits))
+
+
+@register.filter
+def short_id(value):
+    """A long id as its first 8 characters; the whole id is the title, and what a copy of the
+    cell gives (the rest is clipped by `.short-id`, not removed)."""
+    if value in (None, ""):
+        return numfmt.DASH
+    text = str(value)
+    if len(text) <= 12:
+        return text
+    return format_html('<span class="short-id" title="{0}">{0}</span>', text)
 
 
 @register.filter
@@ -64,3 +84,41 @@ def pairs(mapping):
 def count_category(entries, category: str) -> int:
     """How many of the dicts in `entries` have this `category`."""
     return sum(1 for entry in entries or () if entry.get("category") == category)
+
+
+# --- labels for codes (governance.labels) and job durations -------------------------
+
+
+@register.filter
+def job_kind_label(kind):
+    return labels.job_kind_label(str(kind))
+
+
+@register.filter
+def job_count_label(key):
+    return labels.job_count_label(str(key))
+
+
+@register.filter
+def audit_action_label(action):
+    return labels.audit_action_label(str(action))
+
+
+@register.filter
+def duration(value):
+    """A timedelta as "45 s", "3 min 5 s" or "2 h 10 min"; "–" for none."""
+    if value is None:
+        return "–"
+    seconds = value.total_seconds()
+    if seconds < 0.1:
+        return "under 0.1 s"
+    if seconds < 10:
+        return f"{max(seconds, 0):.1f} s"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from qualification.analysis.tokens import format_tokens
+import numfmt
 
 CONSEQUENCES = ("low", "medium", "high")
 
@@ -132,7 +132,7 @@ def propose_limit(
         if family.lower_ecl_tokens is None or family.ecl_tokens is None:
             return refuse(
                 f"No limit: {family.family} does not meet θ even at the smallest tested stratum "
-                f"({format_tokens(strata[0])}) at {confidence:.0%} confidence. Test smaller "
+                f"({numfmt.tokens(strata[0])}) at {confidence:.0%} confidence. Test smaller "
                 "strata, or requalify with a better configuration.",
                 weakest=family.family,
             )
@@ -150,8 +150,8 @@ def propose_limit(
         return LimitProposal(
             None, weakest["family"], weakest["basis_tokens"], weakest["basis_kind"],
             margin_factor, confidence, consequence, target,
-            f"No limit: {weakest['family']}'s {kind_text} ({format_tokens(weakest['basis_tokens'])}) "
-            f"× {margin_factor:g} = {format_tokens(round(target))} is below the smallest tested "
+            f"No limit: {weakest['family']}'s {kind_text} ({numfmt.tokens(weakest['basis_tokens'])}) "
+            f"× {margin_factor:g} = {numfmt.tokens(round(target))} is below the smallest tested "
             "stratum. Test smaller strata.",
             margin_reason, candidates, kind_text,
         )  # fmt: skip
@@ -160,9 +160,9 @@ def propose_limit(
         tokens, weakest["family"], weakest["basis_tokens"], weakest["basis_kind"],
         margin_factor, confidence, consequence, target,
         f"{weakest['family']} is the weakest family: its {kind_text} is "
-        f"{format_tokens(weakest['basis_tokens'])}; × {margin_factor:g} = "
-        f"{format_tokens(round(target))}, rounded down to the tested stratum "
-        f"{format_tokens(tokens)}.",
+        f"{numfmt.tokens(weakest['basis_tokens'])}; × {margin_factor:g} = "
+        f"{numfmt.tokens(round(target))}, rounded down to the tested stratum "
+        f"{numfmt.tokens(tokens)}.",
         margin_reason, candidates, kind_text,
     )  # fmt: skip
 
@@ -252,3 +252,164 @@ def check_budget(spec: LimitSpec, allocation: dict[str, int], stage: str = "") -
         above_target=bool(target and total > target),
         reasons=reasons,
     )
+
+
+# --- review: what a new limit removes or loosens ---------------------------------------
+
+# Kinds of change a reviewer must confirm: a removed value is no limit at all.
+FLAGGED_KINDS = ("removed", "loosened")
+
+# Token ceilings: more is looser.
+_CEILINGS = (
+    ("max_context_tokens", "maximum context"),
+    ("max_initial_assembly_tokens", "maximum initial assembly"),
+)
+
+
+@dataclass(frozen=True)
+class ValueChange:
+    """One value of a limit compared with the limit it replaces."""
+
+    field: str  # a path: "source_limits.memory", "stage_budgets.plan.max_tokens"
+    label: str  # what a reviewer reads: "stage `plan` budget"
+    kind: str  # "removed", "loosened", "tightened", "added" or "changed"
+    before: int | str | None
+    after: int | str | None
+
+    @property
+    def flagged(self) -> bool:
+        return self.kind in FLAGGED_KINDS
+
+    @property
+    def before_text(self) -> str:
+        return _show(self.before)
+
+    @property
+    def after_text(self) -> str:
+        return _show(self.after)
+
+    @property
+    def text(self) -> str:
+        """What a reviewer reads, e.g. removed: stage `plan` budget 40K; loosened: x 8K → 16K."""
+        if self.kind == "removed":
+            return f"removed: {self.label} {self.before_text}"
+        if self.kind == "added":
+            return f"added: {self.label} {self.after_text}"
+        return f"{self.kind}: {self.label} {self.before_text} → {self.after_text}"
+
+    def as_dict(self) -> dict:
+        return {
+            "field": self.field,
+            "label": self.label,
+            "kind": self.kind,
+            "before": self.before,
+            "after": self.after,
+            "flagged": self.flagged,
+            "text": self.text,
+        }
+
+
+def _show(value) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return numfmt.tokens(value)
+    return RESERVE_ACTIONS.get(value, str(value)) if value else "–"
+
+
+def _ceiling(field_path: str, label: str, before, after) -> ValueChange | None:
+    """A token ceiling: gone is removed, higher is loosened, lower is tightened."""
+    if before == after or (before is None and after is None):
+        return None
+    if after is None:
+        return ValueChange(field_path, label, "removed", before, None)
+    if before is None:
+        return ValueChange(field_path, label, "added", None, after)
+    kind = "loosened" if after > before else "tightened"
+    return ValueChange(field_path, label, kind, before, after)
+
+
+def _reserve(before: dict, after: dict) -> ValueChange | None:
+    """The reserve is judged by its share of the maximum context: a smaller share holds back
+    less room for tool output (loosened); the same share at a new size follows the maximum."""
+    old, new = before.get("reserve_tokens"), after.get("reserve_tokens")
+    if old == new or old is None or new is None:
+        return None
+    old_max, new_max = before.get("max_context_tokens"), after.get("max_context_tokens")
+    if not old_max or not new_max:
+        kind = "loosened" if new < old else "tightened"
+    else:
+        # Cross-multiplied shares: exact for whole numbers of tokens.
+        old_share, new_share = old * new_max, new * old_max
+        kind = "changed"
+        if new_share != old_share:
+            kind = "loosened" if new_share < old_share else "tightened"
+    return ValueChange("reserve_tokens", "reserve", kind, old, new)
+
+
+def compare_limit_values(before: dict, after: dict) -> list[ValueChange]:
+    """Every value `after` changes relative to `before`, in reading order: totals, reserve,
+    per-source limits, then per-stage budgets (their max, target and action).
+
+    Both are a limit's values as plain data: `max_context_tokens`,
+    `max_initial_assembly_tokens`, `reserve_tokens`, `reserve_action`, `source_limits`
+    ({source: tokens}) and `stage_budgets` ([{key, max_tokens, target_tokens, action}]).
+    """
+    changes: list[ValueChange] = []
+    for name, label in _CEILINGS:
+        change = _ceiling(name, label, before.get(name), after.get(name))
+        if change:
+            changes.append(change)
+    reserve = _reserve(before, after)
+    if reserve:
+        changes.append(reserve)
+    if before.get("reserve_action") != after.get("reserve_action"):
+        changes.append(
+            ValueChange(
+                "reserve_action",
+                "action when the reserve is exhausted",
+                "changed",
+                before.get("reserve_action"),
+                after.get("reserve_action"),
+            )
+        )
+    old_sources = before.get("source_limits") or {}
+    new_sources = after.get("source_limits") or {}
+    for source in [*old_sources, *(s for s in new_sources if s not in old_sources)]:
+        change = _ceiling(
+            f"source_limits.{source}",
+            f"source `{source}` limit",
+            old_sources.get(source),
+            new_sources.get(source),
+        )
+        if change:
+            changes.append(change)
+    old_stages = {s["key"]: s for s in before.get("stage_budgets") or []}
+    new_stages = {s["key"]: s for s in after.get("stage_budgets") or []}
+    for key in [*old_stages, *(k for k in new_stages if k not in old_stages)]:
+        old, new = old_stages.get(key), new_stages.get(key)
+        path = f"stage_budgets.{key}"
+        if old is None or new is None:
+            change = _ceiling(
+                path,
+                f"stage `{key}` budget",
+                old and old["max_tokens"],
+                new and new["max_tokens"],
+            )
+            changes.append(change)
+            continue
+        for part, label in (("max_tokens", "budget"), ("target_tokens", "target")):
+            change = _ceiling(
+                f"{path}.{part}", f"stage `{key}` {label}", old.get(part), new.get(part)
+            )
+            if change:
+                changes.append(change)
+        if (old.get("action") or "") != (new.get("action") or ""):
+            changes.append(
+                ValueChange(
+                    f"{path}.action",
+                    f"stage `{key}` action when over",
+                    "changed",
+                    old.get("action") or "reserve action",
+                    new.get("action") or "reserve action",
+                )
+            )
+    return changes

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import numfmt
 from qualification.analysis.intervals import BINOMIAL_METHODS, min_tasks_for_all_pass
-from qualification.analysis.tokens import format_tokens
 
 RULE_NO_TRIALS = "no_trials"
 RULE_MIN_REPEATS = "min_repeats"
@@ -64,7 +64,7 @@ def check_refusals(
     if missing.any():
         unpaired = [tasks[i] for i in np.nonzero(missing.any(axis=1))[0]]
         gaps = [
-            f"{tasks[i]} (missing {', '.join(format_tokens(strata[j]) for j in np.nonzero(missing[i])[0])})"
+            f"{tasks[i]} (missing {', '.join(numfmt.tokens(strata[j]) for j in np.nonzero(missing[i])[0])})"
             for i in np.nonzero(missing.any(axis=1))[0]
         ]
         short_strata = [strata[j] for j in np.nonzero(missing.any(axis=0))[0]]
@@ -87,7 +87,7 @@ def check_refusals(
             count = int(short[:, j].sum())
             fewest = int(repeats[short[:, j], j].min())
             parts.append(
-                f"{format_tokens(strata[j])}: {count} task{'s' if count != 1 else ''} "
+                f"{numfmt.tokens(strata[j])}: {count} task{'s' if count != 1 else ''} "
                 f"(fewest {fewest})"
             )
             short_strata.append(strata[j])
@@ -99,7 +99,7 @@ def check_refusals(
                 f"{_listing(parts)}. Reliability across repeats cannot be estimated, and one "
                 "passing run is no evidence of a threshold.",
                 f"Run at least {min_repeats} independent repeats (5 preferred) of every task at "
-                f"{', '.join(format_tokens(s) for s in short_strata)}.",
+                f"{', '.join(numfmt.tokens(s) for s in short_strata)}.",
                 strata=short_strata,
                 tasks=[tasks[i] for i in np.nonzero(short.any(axis=1))[0]],
             )

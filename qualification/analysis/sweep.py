@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 import pandas as pd
 
+import numfmt
 from qualification.analysis import ecl as ecl_mod
 from qualification.analysis.intervals import (
     BINOMIAL_METHODS,
@@ -32,7 +33,6 @@ from qualification.analysis.refusals import (
     RULE_UNPAIRED,
     Refusal,
     check_refusals,
-    format_tokens,
 )
 from qualification.analysis.saturation import saturation_point
 
@@ -231,10 +231,10 @@ def ecl_text(tokens: int | None, status: str, strata: list[int]) -> str:
     if status == ecl_mod.ECL_REFUSED:
         return "refused"
     if status == ecl_mod.ECL_BELOW_SMALLEST:
-        return f"< {format_tokens(strata[0])} (smallest tested)" if strata else "–"
+        return f"< {numfmt.tokens(strata[0])} (smallest tested)" if strata else "–"
     if status == ecl_mod.ECL_AT_LEAST_LARGEST:
-        return f"≥ {format_tokens(tokens)} (largest tested)"
-    return format_tokens(tokens)
+        return f"≥ {numfmt.tokens(tokens)} (largest tested)"
+    return numfmt.tokens(tokens)
 
 
 def _interval(i: Interval) -> list[float | None]:

@@ -1,5 +1,6 @@
 """Input and output serializers for the qualification API."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from governance.api.serializers import JobSerializer
@@ -15,6 +16,7 @@ from qualification.models import (
     Trial,
     Workload,
 )
+from qualification.services.limits import APPROVAL_CONFIRMATION, COMMENT_MAX_CHARS
 
 # --- qualifications ------------------------------------------------------------------
 
@@ -282,10 +284,47 @@ class LimitProposeSerializer(LimitValuesSerializer):
     )
 
 
+class LimitApproveSerializer(serializers.Serializer):
+    confirm = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=f"Required, and must be true: “{APPROVAL_CONFIRMATION}” (the limit's "
+        "`justification` and its `review.changes` with `flagged: true`). Without it: 400.",
+    )
+    comment = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=COMMENT_MAX_CHARS,
+        help_text="Optional. Kept in the audit log entry of the approval and shown on the limit.",
+    )
+
+
+class LimitChangeSerializer(serializers.Serializer):
+    field = serializers.CharField(help_text='e.g. "stage_budgets.plan.max_tokens"')
+    label = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["removed", "loosened", "tightened", "added", "changed"])
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+    flagged = serializers.BooleanField(help_text="Removed or loosened: confirm before approving.")
+    text = serializers.CharField(help_text='e.g. "removed: stage `plan` budget 40K"')
+
+
+class LimitReviewSerializer(serializers.Serializer):
+    compared_with = serializers.IntegerField(
+        allow_null=True,
+        help_text="The limit this one supersedes or, for a proposal that supersedes none, the "
+        "active limit of the same model; null when there is none.",
+    )
+    changes = LimitChangeSerializer(many=True)
+
+
 class OperatingLimitSerializer(serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.username", default=None)
     approved_by = serializers.CharField(source="approved_by.username", default=None)
     requalification = serializers.SerializerMethodField()
+    review = serializers.SerializerMethodField()
+    approval_comment = serializers.SerializerMethodField()
 
     class Meta:
         model = OperatingLimit
@@ -294,8 +333,21 @@ class OperatingLimitSerializer(serializers.ModelSerializer):
             "max_context_tokens", "max_initial_assembly_tokens", "reserve_tokens",
             "reserve_action", "source_limits", "stage_budgets", "rationale", "justification",
             "supersedes", "created_by", "approved_by", "approved_at", "created_at",
-            "updated_at", "requalification",
+            "updated_at", "requalification", "review", "approval_comment",
         ]  # fmt: skip
+
+    @extend_schema_field(LimitReviewSerializer)
+    def get_review(self, limit) -> dict:
+        review = selectors.limit_review(limit=limit)
+        return {
+            "compared_with": review.baseline.pk if review.baseline else None,
+            "changes": [change.as_dict() for change in review.changes],
+        }
+
+    def get_approval_comment(self, limit) -> str | None:
+        """The approving reviewer's comment, from the audit log; null until approved."""
+        approval = selectors.limit_approval(limit=limit)
+        return approval.data.get("comment", "") if approval else None
 
     def get_requalification(self, limit) -> dict:
         status = selectors.requalification_status(limit=limit)

@@ -310,7 +310,11 @@ class OperatingLimitViewSet(WorkspaceViewSet):
     """Reviewed limits justified by a qualification. Approved limits are immutable."""
 
     queryset = OperatingLimit.objects.select_related(
-        "qualification__configuration", "qualification__workload", "created_by", "approved_by"
+        "qualification__configuration",
+        "qualification__workload",
+        "created_by",
+        "approved_by",
+        "supersedes",  # each limit's review compares it with the one it supersedes
     )
     serializer_class = serializers.OperatingLimitSerializer
     filterset_class = filters.OperatingLimitFilter
@@ -394,16 +398,36 @@ class OperatingLimitViewSet(WorkspaceViewSet):
 
     @extend_schema(
         summary="Approve (reviewers who neither proposed nor edited it)",
-        description="403 for your own proposal or edit; 409 if it is not proposed, if trials "
-        "changed since the proposal, or if the limit it supersedes is no longer active. "
-        "Approving supersedes the predecessor and locks the qualification.",
-        request=None,
+        description="Read the limit first: its `justification`, and in `review.changes` every "
+        "value it removes or loosens (`flagged: true`) compared with the limit it supersedes, "
+        "or with the model's active limit. Then send `confirm: true`, which records that you "
+        f"read them (“{services.APPROVAL_CONFIRMATION}”), and an optional `comment` (at most "
+        f"{services.COMMENT_MAX_CHARS:,} characters). The audit log entry of the approval keeps "
+        "the comment and the flagged changes; the limit shows the comment as "
+        "`approval_comment`. 400 without `confirm: true` (`detail` starts with `confirm:`); 403 "
+        "for your own proposal or edit; 409 if it is not proposed, if trials changed since the "
+        "proposal, or if the limit it supersedes is no longer active. Approving supersedes the "
+        "predecessor and locks the qualification.",
+        request=serializers.LimitApproveSerializer,
         responses={200: serializers.OperatingLimitSerializer},
+        examples=[
+            OpenApiExample(
+                "Approval",
+                request_only=True,
+                value={"confirm": True, "comment": "Dropping the stage budgets is intended."},
+            )
+        ],
     )
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
+        payload = serializers.LimitApproveSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
         limit = services.operating_limit_approve(
-            limit=self.get_object(), reviewer=request.user, membership=request.membership
+            limit=self.get_object(),
+            reviewer=request.user,
+            membership=request.membership,
+            confirmed=payload.validated_data["confirm"],
+            comment=payload.validated_data["comment"],
         )
         return Response(serializers.OperatingLimitSerializer(limit).data)
 

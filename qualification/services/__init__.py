@@ -27,6 +27,8 @@ from qualification.services.configurations import (
     workload_get_or_create,
 )
 from qualification.services.limits import (
+    APPROVAL_CONFIRMATION,
+    COMMENT_MAX_CHARS,
     EDITABLE_LIMIT_FIELDS,
     operating_limit_approve,
     operating_limit_propose,
@@ -52,6 +54,8 @@ from qualification.services.trials import (
 
 __all__ = [
     "ANALYSIS_JOB",
+    "APPROVAL_CONFIRMATION",
+    "COMMENT_MAX_CHARS",
     "DEFAULT_FAMILIES",
     "EDITABLE_LIMIT_FIELDS",
     "MAX_PROMPT_CHARS",

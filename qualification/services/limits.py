@@ -298,11 +298,26 @@ def operating_limit_update(*, limit: OperatingLimit, actor, **changes) -> Operat
     return current
 
 
-def operating_limit_approve(*, limit: OperatingLimit, reviewer, membership) -> OperatingLimit:
+APPROVAL_CONFIRMATION = "I have read the justification and the flagged changes"
+COMMENT_MAX_CHARS = 2000
+
+
+def operating_limit_approve(
+    *, limit: OperatingLimit, reviewer, membership, confirmed: bool, comment: str = ""
+) -> OperatingLimit:
     """A reviewer who neither proposed nor edited the limit approves it; its predecessor is
-    superseded in the same transaction, and its qualification takes no more trials."""
+    superseded in the same transaction, and its qualification takes no more trials.
+
+    The reviewer must confirm they read the justification and the flagged (removed or
+    loosened) values; the audit entry keeps their comment and the flags they confirmed.
+    """
     if membership is None or membership.role < Role.REVIEWER:
         raise PermissionDenied("Approving an operating limit needs the reviewer role.")
+    comment = (comment or "").strip()
+    if len(comment) > COMMENT_MAX_CHARS:
+        raise InputError(
+            f"comment: at most {COMMENT_MAX_CHARS:,} characters; this one has {len(comment):,}"
+        )
     with transaction.atomic():
         current = OperatingLimit.objects.select_for_update().get(pk=limit.pk)
         if reviewer.pk in current.contributor_ids:
@@ -317,6 +332,12 @@ def operating_limit_approve(*, limit: OperatingLimit, reviewer, membership) -> O
                 "Trials were added to the qualification after this limit was proposed; "
                 "withdraw it and propose again from the current analysis."
             )
+        if confirmed is not True:
+            raise InputError(
+                f"confirm: Tick “{APPROVAL_CONFIRMATION}” to approve; the approval records "
+                "that you did."
+            )
+        review = selectors.limit_review(limit=current)
         predecessor = None
         if current.supersedes_id:
             predecessor = OperatingLimit.objects.select_for_update().get(pk=current.supersedes_id)
@@ -350,6 +371,9 @@ def operating_limit_approve(*, limit: OperatingLimit, reviewer, membership) -> O
                 "max_context_tokens": current.max_context_tokens,
                 "qualification": current.qualification_id,
                 "supersedes": predecessor.pk if predecessor else None,
+                "compared_with": review.baseline.pk if review.baseline else None,
+                "flagged": [change.text for change in review.flagged],
+                "comment": comment,
             },
         )
     return current

@@ -9,6 +9,7 @@ from django.core.files.base import ContentFile
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import F
 
+import numfmt
 from governance.api.exceptions import Conflict
 from governance.models import Job
 from governance.services import (
@@ -19,7 +20,6 @@ from governance.services import (
     job_enqueue,
     job_run,
 )
-from qualification.analysis.tokens import format_tokens
 from qualification.formats.trials import ParsedTrials, parse_trials
 from qualification.models import Qualification, Task, Trial, TrialUpload
 from qualification.services._common import _user
@@ -356,8 +356,8 @@ def _check_against_database(qualification: Qualification, parsed: ParsedTrials, 
                     where,
                     "stratum_tokens",
                     f"unpaired task: {task_id} has no trials at "
-                    f"{', '.join(format_tokens(m) for m in missing)}; every task must run at every "
-                    f"stratum ({', '.join(format_tokens(s) for s in sorted(expected))}). Add the "
+                    f"{', '.join(numfmt.tokens(m) for m in missing)}; every task must run at every "
+                    f"stratum ({', '.join(numfmt.tokens(s) for s in sorted(expected))}). Add the "
                     "missing rows, or send the batch as partial and complete it later",
                 )
     return {"errors": errors, "families": families, "new_tasks": len(new_tasks)}

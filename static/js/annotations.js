@@ -60,6 +60,7 @@
     var heading = el.querySelector("h3");
     announce((heading ? heading.textContent.replace(/\s+/g, " ").trim() : "Call " + current) + " selected");
     highlight(current);
+    follow(current);
     if (window.history && window.history.replaceState) {
       // A reload (or a shared link) opens the window holding this step, with the step selected.
       var params = new URLSearchParams(window.location.search);
@@ -110,6 +111,41 @@
   }
 
   function markForm() { return document.getElementById("mark-form"); }
+
+  // The form's step follows the step you are looking at (selected, or else the first one
+  // scrolled into view) until its value is chosen: typed, kept from your mark, or sent back
+  // with errors (data-pinned).
+  function follow(call) {
+    var form = markForm();
+    var input = form && form.querySelector("[data-mark-call]");
+    if (input && !input.hasAttribute("data-pinned")) input.value = call;
+  }
+
+  function topStep() {
+    var wrap = document.getElementById("strip-wrap");
+    var edge = wrap ? wrap.getBoundingClientRect().bottom : 0;
+    var steps = stepEls();
+    for (var i = 0; i < steps.length; i++) {
+      // A step showing no more than a sliver below the strip is not the one being read.
+      if (steps[i].getBoundingClientRect().bottom > edge + 48) return steps[i];
+    }
+    return null;
+  }
+
+  var scrollQueued = false;
+  window.addEventListener("scroll", function () {
+    if (!root() || current !== null || scrollQueued) return;
+    scrollQueued = true;
+    window.requestAnimationFrame(function () {
+      scrollQueued = false;
+      var el = current === null ? topStep() : null;
+      if (el) follow(Number(el.dataset.call));
+    });
+  }, { passive: true });
+
+  document.addEventListener("input", function (event) {
+    if (event.target.matches && event.target.matches("[data-mark-call]")) event.target.setAttribute("data-pinned", "");
+  });
 
   function openMark(call) {
     var form = markForm();
@@ -194,6 +230,21 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     if (!root()) return;
+    var errors = document.getElementById("mark-errors");
+    if (errors) {
+      // A refused mark: back at the step it was for, with its problems read out first.
+      var input = document.querySelector("[data-mark-call]");
+      var marked = input ? stepFor(input.value) : null;
+      if (marked) setCurrent(marked, { focus: false });
+      var settle = function () {
+        // After the browser has moved to the URL's fragment (which would take the focus).
+        errors.focus({ preventScroll: true });
+        errors.scrollIntoView({ block: "nearest" });
+      };
+      if (document.readyState === "complete") settle();
+      else window.addEventListener("load", function () { window.requestAnimationFrame(settle); });
+      return;
+    }
     var match = /^#step-(\d+)$/.exec(window.location.hash);
     var el = match ? stepFor(match[1]) : null;
     if (el) setCurrent(el);

@@ -247,7 +247,7 @@ def test_what_if_says_below_floor_and_refuses_absurd_input(client_for, workspace
     ).content.decode()
     assert "below floor</span>" in page and "inf×" not in page
     assert "T = 100,000 is at or below S + P·D = 106,748" in page
-    assert "1.661×" in page  # f(600k) ÷ f(T*) beside it
+    assert "1.66×" in page  # f(600k) ÷ f(T*) beside it, to three significant figures
     page = client.get(
         f"/w/{workspace.slug}/analytics/what-if/?penalty_steps=1e308"
     ).content.decode()

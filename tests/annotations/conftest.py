@@ -108,3 +108,14 @@ def mark_payload(session: Session, call_index: int, **extra) -> dict:
 
 def as_json(data) -> str:
     return json.dumps(data)
+
+
+@pytest.fixture
+def runs_that_go_wrong(workspace, members):
+    """The demo's runs that go wrong and their queue, seeded by the demo module itself into the
+    test workspace (reviewer-a and editor-a annotate). Returns the queue."""
+    import io
+
+    from traces.annotations.demo import seed_runs_that_go_wrong
+
+    return seed_runs_that_go_wrong(workspace=workspace, users=members, stdout=io.StringIO())

@@ -376,3 +376,16 @@ def test_openapi_schema_documents_the_endpoints(client_for):
     ):
         assert path in paths, path
     assert paths["/api/v1/divergences/"]["post"]["summary"].startswith("Mark")
+
+
+def test_every_problem_the_service_finds_is_reported_at_once(api_for, small_session):
+    payload = mark_payload(
+        small_session, 10**6, failure_class="other", note="", evidence_call_indexes=[10**6 + 1]
+    )
+    response = api_for("editor").post("/api/v1/divergences/", payload, format="json")
+    assert response.status_code == 400
+    errors = response.json()
+    assert set(errors) == {"call_index", "other_text", "evidence_call_indexes"}
+    assert "outside session" in errors["call_index"][0]
+    assert "before the divergence" in errors["evidence_call_indexes"][0]
+    assert not Divergence.objects.exists()

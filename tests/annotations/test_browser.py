@@ -9,7 +9,7 @@ import pytest
 
 from tests.annotations.conftest import HOSTILE, ingest_synthetic, main_run
 from traces.annotations.models import Divergence
-from traces.models import Agent, AgentKind, Call, Run
+from traces.models import Agent, AgentKind, Call, Run, Session
 from traces.synthetic import CorpusParams
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -208,3 +208,163 @@ def test_pages_for_review(page, login, members, workspace, screenshot):
     page.wait_for_load_state("networkidle")
     assert page.get_by_text("this run is yours to read").is_visible()
     screenshot("annotations-queue-run", full_page=False)
+
+
+def test_annotator_finds_and_marks_the_constraint_forgotten_after_a_compaction(
+    page, login, members, workspace, runs_that_go_wrong, screenshot
+):
+    """The annotation job end to end on a demo run that goes wrong: open the queue, read the
+    run, find where it goes wrong, mark it from the selected step, get every error of a bad
+    submit at once without leaving the viewer, fix it and see the mark recorded."""
+    from traces.annotations.demo_runs import forgotten_constraint
+
+    demo = forgotten_constraint()
+    session = Session.objects.get(workspace=workspace, external_id=demo.session_id)
+    divergence = demo.expected_call
+    later = divergence + 2
+    login("editor-a")
+    page.goto(f"{page.base_url}/w/{workspace.slug}/annotations/queues/")
+    page.get_by_role("link", name="Demo: runs to read for their first divergence").click()
+    screenshot("annotations-read-queue")
+    page.get_by_role(
+        "link", name=re.compile("^Refund reason codes in the checkout refund flow")
+    ).click()
+    page.locator("#strip.js-plotly-plot").wait_for()
+    viewer = page.url.split("?")[0]
+    assert page.get_by_role("heading", name=re.compile("^Run 1 of main")).is_visible()
+
+    # Reading: the compaction, its summary without the payments rule, the payments edit.
+    assert page.get_by_text("Full compaction (manual)").is_visible()
+    summary = page.locator(".compaction-summary")
+    assert "compaction summary" in summary.inner_text().lower()
+    assert summary.get_by_role("link", name=re.compile("^Expand")).count() == 0  # all of it
+    text = summary.locator(".part").inner_text()
+    assert (
+        "Constraints from the user" in text and "Keep the refunds API backwards compatible" in text
+    )
+    assert "payments" not in text.split("Constraints from the user")[1].split("4. Pending")[0]
+    step = page.locator(f"#step-{divergence}")
+    step.scroll_into_view_if_needed()
+    assert (
+        step.locator(".tool-summary")
+        .inner_text()
+        .endswith("db/payments/migrations/0047_refund_reason.sql")
+    )
+    assert "ALTER TABLE payments.refunds ADD COLUMN reason text;" in step.inner_text()
+    assert "Stop. The payments schema is off limits" in page.locator("#steps").inner_text()
+
+    # Selecting the step pre-fills the form with it.
+    step.locator("h3").click()
+    assert current_call(page) == divergence
+    assert page.locator("#id_call_index").input_value() == str(divergence)
+
+    # A deliberate mistake: no confidence, and evidence after the divergence.
+    page.locator("input[name=failure_class][value=forgotten_constraint]").check()
+    page.locator("#id_evidence").fill(f"0, {later}")
+    page.locator("#id_note").fill("Wrote a payments migration after /compact dropped the rule.")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save mark").click()
+    errors = page.locator("#mark-errors")
+    assert errors.is_visible()
+    shown = errors.inner_text()
+    assert "Fix these 2 problems and save again" in shown
+    assert "Confidence: This field is required." in shown
+    assert (
+        f"Evidence must come before the divergence at call {divergence}; {later} do not." in shown
+    )
+    assert page.url.split("?")[0].split("#")[0] == viewer  # still the viewer, not another page
+    assert page.locator("#strip.js-plotly-plot").count() == 1
+    assert current_call(page) == divergence  # back at the step it was for
+    assert page.locator(f"#step-{divergence} .tool-summary").is_visible()
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'mark-errors'")
+    assert page.locator("#id_call_index").input_value() == str(divergence)  # input kept
+    assert page.locator("input[name=failure_class][value=forgotten_constraint]").is_checked()
+    assert page.locator("#id_evidence").input_value() == f"0, {later}"
+    assert "dropped the rule" in page.locator("#id_note").input_value()
+    assert not Divergence.objects.exists()
+    screenshot("annotations-walk-errors", full_page=False)
+
+    # Fixed and saved.
+    page.locator("input[name=confidence][value=high]").check()
+    page.locator("#id_evidence").fill("0")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save mark").click()
+    assert page.get_by_text(f"Marked call {divergence} as Forgotten constraint").is_visible()
+    assert page.get_by_role("heading", name="Your mark (replace it)").is_visible()
+    assert page.locator(f"#step-{divergence} .mark-badge").inner_text() == (
+        "◆ editor-a: Forgotten constraint"
+    )
+    mark = Divergence.objects.get()
+    assert (mark.session_id, mark.call_index, mark.failure_class, mark.confidence) == (
+        session.pk,
+        divergence,
+        "forgotten_constraint",
+        "high",
+    )
+    assert mark.evidence_call_indexes == [0] and mark.annotator.username == "editor-a"
+    screenshot("annotations-walk-marked", full_page=False)
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_bad_demo_run_viewer_screenshots(
+    page, login, members, workspace, runs_that_go_wrong, screenshot, width
+):
+    """The viewer on a demo run that goes wrong, at both widths people use: nothing overflows
+    sideways and the mark panel stays beside (or below) the steps."""
+    from traces.annotations.demo import run_holding_divergence
+    from traces.annotations.demo_runs import forgotten_constraint, harness_truncation
+
+    demo = harness_truncation()
+    session = Session.objects.get(workspace=workspace, external_id=demo.session_id)
+    run = Run.objects.get(session=session, agent__kind=AgentKind.MAIN)
+    page.set_viewport_size({"width": width, "height": 1000})
+    login("reviewer-a")
+    page.goto(
+        f"{page.base_url}/w/{workspace.slug}/annotations/sessions/{session.pk}/runs/{run.pk}/"
+        f"?at={demo.expected_call - 1}#step-{demo.expected_call - 1}"
+    )
+    page.locator("#strip.js-plotly-plot").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    truncated = page.locator(f"#step-{demo.expected_call - 1} .tool .part").nth(1)
+    assert truncated.inner_text().rstrip().endswith("[… output truncated …]")
+    assert truncated.is_visible() and current_call(page) == demo.expected_call - 1
+    screenshot(f"annotations-bad-run-{width}", full_page=False)
+    # The other run a reader must see whole: the compaction summary that dropped a rule.
+    constraint = run_holding_divergence(workspace, forgotten_constraint())
+    page.goto(
+        f"{page.base_url}/w/{workspace.slug}/annotations/sessions/{constraint.session_id}/runs/"
+        f"{constraint.pk}/"
+    )
+    page.locator("#strip.js-plotly-plot").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.locator(".compaction-summary").is_visible()
+    screenshot(f"annotations-summary-{width}", full_page=False)
+
+
+def test_the_mark_form_follows_the_step_you_look_at_until_you_choose(
+    page, login, members, workspace
+):
+    params = CorpusParams(
+        sessions=1, steps_per_session=(40, 40), threshold=10**9, growth_at_100k=300,
+        subagents_per_session=(1, 1), subagent_steps=(3, 3), seed=23,
+    )  # fmt: skip
+    session = ingest_synthetic(workspace, params, name="follow")[0]
+    run = Run.objects.get(session=session, agent__kind=AgentKind.MAIN)
+    calls = calls_of(run)
+    login("editor-a")
+    page.goto(
+        f"{page.base_url}/w/{workspace.slug}/annotations/sessions/{session.pk}/runs/{run.pk}/"
+    )
+    page.locator("#strip.js-plotly-plot").wait_for()
+    field = page.locator("#id_call_index")
+    assert field.input_value() == str(calls[0])  # the first step shown
+    # Scrolled to, before any step is selected: the step at the top of the list.
+    page.locator(f"#step-{calls[6]}").evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.wait_for_function(f"document.getElementById('id_call_index').value === '{calls[6]}'")
+    page.locator(f"#step-{calls[9]} h3").click()  # selected
+    assert current_call(page) == calls[9] and field.input_value() == str(calls[9])
+    page.keyboard.press("j")
+    assert field.input_value() == str(calls[10])
+    field.fill(str(calls[2]))  # chosen by hand: selection no longer moves it
+    page.locator(f"#step-{calls[12]} h3").click()
+    assert current_call(page) == calls[12] and field.input_value() == str(calls[2])

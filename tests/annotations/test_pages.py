@@ -416,3 +416,115 @@ def test_viewer_reads_every_real_sample_transcript(workspace, client_for, shared
     for run in Run.objects.filter(workspace=workspace).select_related("session"):
         assert client.get(viewer_url(workspace, run.session, run=run)).status_code == 200
     assert texts > 100
+
+
+def mark_field(html: str, name: str) -> str:
+    """The value the mark form's text or number input `name` shows."""
+    match = re.search(rf'<input type="(?:number|text)" name="{name}"[^>]*value="([^"]*)"', html)
+    return match.group(1) if match else ""
+
+
+@pytest.fixture
+def long_session(workspace):
+    """One main run of 120 steps: more than two windows of the viewer."""
+    params = CorpusParams(
+        sessions=1, steps_per_session=(120, 120), threshold=10**9, growth_at_100k=300,
+        subagents_per_session=(1, 1), subagent_steps=(3, 3), seed=31,
+    )  # fmt: skip
+    return ingest_synthetic(workspace, params, name="long-run")[0]
+
+
+def test_a_refused_mark_shows_the_viewer_again_with_every_error_and_the_input(
+    workspace, client_for, long_session, members
+):
+    client = client_for("reviewer")
+    small_session = long_session
+    run = main_run(small_session)
+    step, later = call_in(run, 60).session_index, call_in(run, 62).session_index
+    url = viewer_url(workspace, small_session, run=run)
+    refused = client.post(
+        f"{url}?queue=7",
+        {"call_index": step, "evidence": f"3, {later}", "note": "Kept: my reading notes"},
+    )
+    assert refused.status_code == 400
+    html = refused.content.decode()
+    # Still the viewer, at the window that holds the step typed, with the queue kept.
+    assert 'id="strip"' in html and 'id="mark-form"' in html
+    assert f'id="step-{step}"' in html and "Steps 51–" in html
+    assert f'action="{url}?queue=7#mark-panel"' in html
+    # Every error at once: the form's two and the service's evidence check.
+    assert "Fix these 3 problems and save again" in html
+    summary = html.split('id="mark-errors"')[1].split("</div>")[0]
+    assert summary.count("<li>") == 3
+    assert "What went wrong</a>: This field is required." in summary
+    assert "Confidence</a>: This field is required." in summary
+    assert f"Evidence must come before the divergence at call {step}; {later} do not." in summary
+    # What was typed is kept, and pinned against the page's step selection.
+    assert mark_field(html, "call_index") == str(step) and "data-pinned" in html
+    assert mark_field(html, "evidence") == f"3, {later}"
+    assert "Kept: my reading notes</textarea>" in html
+    outside = client.post(
+        url,
+        {"call_index": run.last_call_index + 1, "failure_class": "other", "confidence": "low"},
+    )
+    errors = outside.content.decode().split('id="mark-errors"')[1].split("</div>")[0]
+    assert outside.status_code == 400 and "Fix these 2 problems" in errors
+    assert f"Step (call #)</a>: Call {run.last_call_index + 1} " in errors
+    assert "Say what went wrong" in errors
+    assert not Divergence.objects.exists()
+    saved = client.post(
+        f"{url}?queue=7",
+        {"call_index": step, "failure_class": "repetition", "confidence": "high", "evidence": "3"},
+    )
+    assert saved.status_code == 302
+    assert saved["Location"] == f"{url}?at={step}&queue=7#step-{step}"
+    assert Divergence.objects.get().evidence_call_indexes == [3]
+
+
+def test_the_mark_form_starts_at_the_step_you_are_looking_at(
+    workspace, client_for, long_session, members
+):
+    client = client_for("reviewer")
+    small_session = long_session
+    run = main_run(small_session)
+    url = viewer_url(workspace, small_session, run=run)
+    first, fifth, later = (call_in(run, n).session_index for n in (0, 4, 57))
+    assert mark_field(client.get(url).content.decode(), "call_index") == str(first)
+    assert mark_field(client.get(url, {"at": later}).content.decode(), "call_index") == str(later)
+    looking = client.get(url, {"step": fifth, "at": fifth}).content.decode()
+    assert mark_field(looking, "call_index") == str(fifth) and "data-pinned" not in looking
+    # Each step's "Mark divergence here" link opens the viewer at that step, form pre-filled.
+    assert f'href="{url}?step={fifth}&amp;at={fifth}#mark-panel">Mark divergence here' in looking
+    # A step not shown here is not pre-filled.
+    assert mark_field(client.get(url, {"step": 10**6}).content.decode(), "call_index") == str(first)
+    services.divergence_mark(
+        session=small_session, annotator=members["reviewer"], call_index=fifth,
+        failure_class="repetition", confidence="low",
+    )  # fmt: skip
+    mine = client.get(url, {"at": later}).content.decode()
+    assert mark_field(mine, "call_index") == str(fifth) and "data-pinned" in mine
+    moved = client.get(url, {"step": later, "at": later}).content.decode()
+    assert mark_field(moved, "call_index") == str(later)
+
+
+def test_marking_from_an_agent_page_stays_there_when_refused(
+    workspace, client_for, small_session, members
+):
+    main = Agent.objects.get(session=small_session, kind=AgentKind.MAIN)
+    url = viewer_url(workspace, small_session, agent=main)
+    run = main_run(small_session)
+    step = call_in(run, 3).session_index
+    refused = client_for("editor").post(url, {"call_index": step, "confidence": "low"})
+    html = refused.content.decode()
+    assert refused.status_code == 400 and 'id="strip"' in html
+    assert "What went wrong</a>: This field is required." in html
+    assert f'action="{url}#mark-panel"' in html
+    saved = client_for("editor").post(
+        url, {"call_index": step, "failure_class": "repetition", "confidence": "low"}
+    )
+    assert saved.status_code == 302
+    assert (
+        saved["Location"]
+        == f"{viewer_url(workspace, small_session, run=run)}?at={step}#step-{step}"
+    )
+    assert client_for("viewer").post(url, {"call_index": step}).status_code == 403

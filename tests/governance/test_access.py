@@ -236,4 +236,6 @@ def test_audit_and_job_pages_show_data_with_an_items_key(workspace, members, cli
     assert "items=3, sources=1" in audit.content.decode()
     detail = client.get(f"/w/{workspace.slug}/jobs/{job.pk}/")
     assert detail.status_code == 200
-    assert '<th scope="row">items</th><td class="num">5</td>' in detail.content.decode()
+    assert (
+        '<th scope="row" title="items">Items</th><td class="num">5</td>' in detail.content.decode()
+    )

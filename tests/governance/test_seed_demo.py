@@ -31,7 +31,9 @@ from specs import selectors as spec_selectors
 from specs.models import RestartPackage, Spec, SpecVersion, VersionStatus
 from traces.annotations import demo as annotations_demo
 from traces.annotations import selectors as annotation_selectors
+from traces.annotations.demo_runs import demo_runs
 from traces.annotations.models import AnnotationQueue, Divergence, MarkKind
+from traces.models import Call, Session
 
 pytestmark = pytest.mark.django_db
 
@@ -168,7 +170,7 @@ def test_annotations_part_annotated_runs_idempotently_and_the_lab_verdict(seeded
     )
     assert resolution.how["unanimous"] >= 5 and resolution.how["adjudicated"] == 1
     assert resolution.disputed_runs  # some annotators disagree
-    queue = AnnotationQueue.objects.get(workspace=demo)
+    queue = AnnotationQueue.objects.get(workspace=demo, name=annotations_demo.QUEUE_NAME)
     agreement = annotation_selectors.queue_agreement(queue=queue)
     assert agreement.kappa.method == "cohen" and agreement.kappa.items >= 4
     assert agreement.kappa.kappa is not None
@@ -179,7 +181,7 @@ def test_annotations_part_annotated_runs_idempotently_and_the_lab_verdict(seeded
         seeded.counts_after_first, Divergence
     )
     assert not marks.filter(replaced_at__isnull=False).exists()
-    assert AnnotationQueue.objects.filter(workspace=demo).count() == 1
+    assert AnnotationQueue.objects.filter(workspace=demo).count() == 2
 
     report = annotation_selectors.lab_report(
         workspace=demo, points=points, model=annotations_demo.DEMO_MODEL
@@ -195,3 +197,24 @@ def test_annotations_part_annotated_runs_idempotently_and_the_lab_verdict(seeded
         f"/w/{demo.slug}/annotations/divergences/", {"lab_model": "claude-opus-9"}
     ).content.decode()
     assert "No qualification for this model" in other
+
+
+def test_annotations_part_has_runs_that_go_wrong_for_the_annotators(seeded, demo):
+    """Four hand-written runs that go wrong, queued unmarked for the reviewer and the editor,
+    ingested once."""
+    queue = AnnotationQueue.objects.get(workspace=demo, name=annotations_demo.READ_QUEUE_NAME)
+    assert set(queue.members.values_list("user__username", flat=True)) == {"reviewer", "editor"}
+    written = demo_runs()
+    assert {item.run_id for item in queue.items.all()} == {
+        annotations_demo.run_holding_divergence(demo, run).pk for run in written
+    }
+    sessions = Session.objects.filter(
+        workspace=demo, external_id__in=[r.session_id for r in written]
+    )
+    assert sorted(sessions.values_list("call_count", flat=True)) == sorted(r.calls for r in written)
+    assert not Divergence.objects.filter(session__in=sessions).exists()  # blind: nothing pre-marked
+    assert "4 demo runs that go wrong" in seeded.first_output
+    assert "4 demo runs that go wrong (0 new calls)" in seeded.second_output
+    assert count(seeded.counts_after_second, Session, Call) == count(
+        seeded.counts_after_first, Session, Call
+    )

@@ -74,3 +74,32 @@ def loaded_qualification(make_qualification, planted_rows, members, run_on_commi
     assert upload.status == "loaded", upload.job.errors
     qualification.refresh_from_db()
     return qualification
+
+
+@pytest.fixture
+def dropping_successor(loaded_qualification, members):
+    """An approved limit with seed 004's stages and three source limits, and a proposed
+    successor (by the editor) that drops every stage and two sources and loosens one."""
+    from governance.models import Membership
+
+    active = services.operating_limit_propose(
+        qualification=loaded_qualification,
+        actor=members["editor"],
+        name="Agents v1",
+        values={"source_limits": {"system": 3000, "history": 6000, "memory": 1000}},
+        use_stage_template=True,
+    )
+    services.operating_limit_approve(
+        limit=active,
+        reviewer=members["admin"],
+        membership=Membership.objects.get(user=members["admin"]),
+        confirmed=True,
+    )
+    successor = services.operating_limit_propose(
+        qualification=loaded_qualification,
+        actor=members["editor"],
+        name="Agents v2",
+        values={"source_limits": {"system": 3500}, "rationale": "Fewer knobs."},
+    )
+    assert successor.supersedes_id == active.pk
+    return successor

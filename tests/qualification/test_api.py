@@ -154,7 +154,7 @@ def test_results_of_an_insufficient_sweep_say_which_rule_refused(
     reason = results["reasons"][0]
     assert reason["strata"] == STRATA and len(reason["tasks"]) == 40
     assert reason["message"].startswith(
-        "Strata with fewer than 3 repeats per task in code_change: 8K: 40 tasks (fewest 2)"
+        "Strata with fewer than 3 repeats per task in code_change: 8k: 40 tasks (fewest 2)"
     )
     assert reason["remedy"].startswith("Run at least 3 independent repeats (5 preferred)")
     for family in results["families"]:
@@ -324,7 +324,9 @@ def test_operating_limit_lifecycle_over_the_api(
     assert patch.status_code == 200
     denied = reviewer.post(f"/api/v1/operating-limits/{limit['id']}/approve/")
     assert denied.status_code == 403 and "another reviewer" in denied.json()["detail"]
-    approved = api_for("admin").post(f"/api/v1/operating-limits/{limit['id']}/approve/")
+    approved = api_for("admin").post(
+        f"/api/v1/operating-limits/{limit['id']}/approve/", {"confirm": True}, format="json"
+    )
     assert approved.status_code == 200 and approved.json()["status"] == "approved"
     frozen = editor.patch(
         f"/api/v1/operating-limits/{limit['id']}/", {"reserve_tokens": 1}, format="json"

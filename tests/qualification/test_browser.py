@@ -31,6 +31,7 @@ def test_reviewer_approves_a_limit_in_the_browser(
     review = page.get_by_role("region", name="Review")
     assert "Approving makes this limit immutable" in review.inner_text()
     screenshot("limit-review")
+    review.get_by_label("I have read the justification and the flagged changes").check()
     review.get_by_role("button", name="Approve limit").click()
     page.wait_for_load_state("networkidle")
     assert page.get_by_text(f"Approved {limit.name}. It is now the active limit.").is_visible()
@@ -58,9 +59,9 @@ def test_editor_reads_the_sweep_and_proposes_a_limit(page, login, loaded_qualifi
     login("editor-a")
     page.goto(f"{page.base_url}/w/team-a/qualification/sweeps/{loaded_qualification.pk}/")
     wait_for_charts(page, 4)
-    assert page.get_by_test_id("proposed-limit").inner_text() == "16K"
+    assert page.get_by_test_id("proposed-limit").inner_text() == "16k"
     weakest = page.locator("tr.weakest").first
-    assert "code_change" in weakest.inner_text() and "32K" in weakest.inner_text()
+    assert "code_change" in weakest.inner_text() and "32k" in weakest.inner_text()
     screenshot("sweep-detail")
     page.get_by_role("link", name="Propose operating limit").click()
     page.wait_for_url("**/propose-limit/")
@@ -83,7 +84,7 @@ def test_budget_check_updates_in_place(page, login, members, loaded_qualificatio
     )  # fmt: skip
     services.operating_limit_approve(
         limit=limit, reviewer=members["reviewer"],
-        membership=Membership.objects.get(user=members["reviewer"]),
+        membership=Membership.objects.get(user=members["reviewer"]), confirmed=True,
     )  # fmt: skip
     login("editor-a")
     page.goto(f"{page.base_url}/w/team-a/qualification/limits/{limit.pk}/")

@@ -29,9 +29,9 @@ def test_decline_figure_marks_theta_ecl_knee_and_limit_and_overlays_the_previous
     assert round(math.log2(code["ecl_tokens"]), 6) in xs
     assert round(math.log2(current["proposed_limit_tokens"]), 6) in xs
     texts = [a["text"] for a in fig["layout"]["annotations"]]
-    assert "ECL 32K" in texts and "knee 32K" in texts and "proposed limit 16K" in texts
+    assert "ECL 32k" in texts and "knee 32k" in texts and "proposed limit 16k" in texts
     axis = fig["layout"]["xaxis"]
-    assert axis["ticktext"] == ["8K", "16K", "32K", "64K", "128K"]
+    assert axis["ticktext"] == ["8k", "16k", "32k", "64k", "128k"]
 
 
 def test_add_decline_curve_draws_a_band_and_a_line_on_any_figure():

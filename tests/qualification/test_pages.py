@@ -96,7 +96,7 @@ def test_viewers_cannot_create_or_upload(client_for, make_qualification):
 
 def test_detail_shows_the_numbers_with_their_uncertainty(client_for, loaded_qualification):
     page = client_for("viewer").get(f"{BASE}/sweeps/{loaded_qualification.pk}/").content.decode()
-    assert 'data-testid="proposed-limit">16K<' in page
+    assert 'data-testid="proposed-limit">16k<' in page
     assert "code_change is the weakest family" in page
     assert 'ECL <span class="muted small">fixed-sequence</span>' in page
     assert 'id="decline-curves-data"' in page and 'id="four-outcomes-data"' in page
@@ -190,7 +190,7 @@ def test_propose_edit_and_approve_through_the_pages(client_for, loaded_qualifica
     assert editor.post(f"{BASE}/limits/{limit.pk}/approve/").status_code == 403
     page = reviewer.get(f"{BASE}/limits/{limit.pk}/").content.decode()
     assert "Approve limit" in page
-    assert reviewer.post(f"{BASE}/limits/{limit.pk}/approve/").status_code == 302
+    assert reviewer.post(f"{BASE}/limits/{limit.pk}/approve/", {"confirm": "on"}).status_code == 302
     limit.refresh_from_db()
     assert limit.status == "approved" and limit.approved_by == members["reviewer"]
     edit = editor.get(f"{BASE}/limits/{limit.pk}/edit/")
@@ -213,7 +213,10 @@ def test_budget_check_form_records_an_audit(client_for, loaded_qualification, me
         qualification=loaded_qualification, actor=members["editor"]
     )
     services.operating_limit_approve(
-        limit=limit, reviewer=members["reviewer"], membership=members["reviewer"].memberships.get()
+        limit=limit,
+        reviewer=members["reviewer"],
+        membership=members["reviewer"].memberships.get(),
+        confirmed=True,
     )
     form = {
         "allocation-TOTAL_FORMS": "2", "allocation-INITIAL_FORMS": "0",
@@ -310,7 +313,7 @@ def test_requalification_page_states_the_shift_in_ecl_and_knee(
         name="Sweep B", configuration={"decoding": {"temperature": 0}, "harness_version": "h2"},
         supersedes=loaded_qualification,
     )  # fmt: skip
-    # code_change now declines one stratum earlier: ECL and knee move from 32K to 16K.
+    # code_change now declines one stratum earlier: ECL and knee move from 32k to 16K.
     rows = simulate_sweep(
         {"retrieval": [0.97, 0.97, 0.97, 0.96, 0.95], "code_change": [0.97, 0.97, 0.72, 0.5, 0.4]},
         STRATA, tasks=40, repeats=5, seed=3,
@@ -324,12 +327,12 @@ def test_requalification_page_states_the_shift_in_ecl_and_knee(
     page = client_for("viewer").get(f"{BASE}/sweeps/{newer.pk}/").content.decode()
     assert f"Requalification: what moved since #{loaded_qualification.pk}" in page
     assert (
-        "<tr><td>code_change</td><td>32K → <strong>16K</strong></td><td>−1 doubling</td>"
-        "<td>32K → 16K</td><td>32K → <strong>16K</strong></td><td>−1 doubling</td></tr>"
+        "<tr><td>code_change</td><td>32k → <strong>16k</strong></td><td>−1 doubling</td>"
+        "<td>32k → 16k</td><td>32k → <strong>16k</strong></td><td>−1 doubling</td></tr>"
     ) in page
     assert (
-        "<tr><td>retrieval</td><td>≥ 128K (largest tested) → <strong>≥ 128K (largest tested)"
-        "</strong></td><td>no change</td><td>128K → 128K</td><td>– → <strong>–</strong></td>"
+        "<tr><td>retrieval</td><td>≥ 128k (largest tested) → <strong>≥ 128k (largest tested)"
+        "</strong></td><td>no change</td><td>128k → 128k</td><td>– → <strong>–</strong></td>"
         "<td>–</td></tr>"
     ) in page
     assert "Grey dashed curves: superseded qualification" in page
@@ -346,7 +349,10 @@ def test_requalification_due_badge_on_the_limit_list_and_page(
         qualification=loaded_qualification, actor=members["editor"]
     )
     services.operating_limit_approve(
-        limit=limit, reviewer=members["reviewer"], membership=members["reviewer"].memberships.get()
+        limit=limit,
+        reviewer=members["reviewer"],
+        membership=members["reviewer"].memberships.get(),
+        confirmed=True,
     )
     viewer = client_for("viewer")
     before = viewer.get(f"{BASE}/limits/").content.decode()

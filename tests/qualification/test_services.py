@@ -142,7 +142,7 @@ def bad_upload_cases(rows):
         "unpaired task": (
             [r for r in rows if not (r["task_id"] == "retr-007" and r["stratum_tokens"] == 64000)],
             None,
-            "unpaired task: retr-007 has no trials at 64K",
+            "unpaired task: retr-007 has no trials at 64k",
         ),
         "undeclared stratum": (
             [*rows, {**first, "stratum_tokens": 50000}],
@@ -324,13 +324,15 @@ def propose(qualification, user, **values):
 
 def approve(limit, user):
     membership = Membership.objects.get(workspace=limit.workspace, user=user)
-    return services.operating_limit_approve(limit=limit, reviewer=user, membership=membership)
+    return services.operating_limit_approve(
+        limit=limit, reviewer=user, membership=membership, confirmed=True
+    )
 
 
 def test_proposal_takes_its_numbers_from_the_analysis(loaded_qualification, members):
     result = selectors.analysis_current(qualification=loaded_qualification).result
     limit = propose(loaded_qualification, members["editor"])
-    # code_change declines from 64K, so its knee is 32K; × 0.75 = 24K → the tested 16K.
+    # code_change declines from 64K, so its knee is 32K; × 0.75 = 24k → the tested 16K.
     assert result["proposed_limit_tokens"] == 16000
     assert limit.max_context_tokens == 16000
     assert (limit.reserve_tokens, limit.max_initial_assembly_tokens) == (4000, 12000)

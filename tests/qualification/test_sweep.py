@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from numfmt import tokens as format_tokens
 from qualification.analysis.limits import (
     FamilyBasis,
     LimitSpec,
@@ -13,7 +14,6 @@ from qualification.analysis.limits import (
     propose_limit,
 )
 from qualification.analysis.sweep import AnalysisParams, analyse_sweep, requalification_shifts
-from qualification.analysis.tokens import format_tokens
 from tests.qualification.conftest import STRATA, frame_for
 
 PARAMS = AnalysisParams.for_qualification(threshold=0.85, consequence="medium")
@@ -40,9 +40,9 @@ def test_planted_ecl_and_knee_are_recovered():
     assert (aggregation.ecl_tokens, aggregation.knee_tokens) == (16000, 16000)
     retrieval = family(result, "retrieval")
     assert retrieval.ecl_status == "at_least_largest"
-    assert retrieval.ecl_text == "≥ 128K (largest tested)"
+    assert retrieval.ecl_text == "≥ 128k (largest tested)"
     assert retrieval.knee_tokens is None
-    # Weakest family: aggregation (knee 16K) × 0.75 = 12K → rounded down to 8K.
+    # Weakest family: aggregation (knee 16k) × 0.75 = 12k → rounded down to 8k.
     assert result.weakest_family == "aggregation"
     assert result.proposed_limit_tokens == 8000
     assert result.status == "ok" and result.reasons == []
@@ -57,7 +57,7 @@ def test_margin_follows_the_consequence():
         result = analyse_sweep(frame, params)
         limits[consequence] = result.proposed_limit_tokens
         assert result.proposal["consequence"] == consequence
-    # Knee 64K: low ×1.0 → 64K; medium ×0.75 → 48K → 32K; high ×0.5 → 32K at 99% with CP.
+    # Knee 64k: low ×1.0 → 64k; medium ×0.75 → 48k → 32k; high ×0.5 → 32k at 99% with CP.
     assert limits == {"low": 64000, "medium": 32000, "high": 32000}
     high = AnalysisParams.for_qualification(threshold=0.85, consequence="high")
     assert (high.alpha, high.interval_method, high.margin_factor) == (0.01, "beta", 0.5)
@@ -66,20 +66,20 @@ def test_margin_follows_the_consequence():
 def test_all_pass_reports_at_least_the_largest_and_all_fail_below_the_smallest():
     all_pass = analyse_sweep(frame_for({"r": [1.0] * 5}, tasks=40), PARAMS)
     r = all_pass.families[0]
-    assert r.ecl_text == "≥ 128K (largest tested)"
+    assert r.ecl_text == "≥ 128k (largest tested)"
     assert r.strata[-1].accuracy == 1.0 and r.strata[-1].ci[0] == pytest.approx(
         40 / (40 + 1.6449**2), abs=1e-3
     )
     assert r.knee_tokens is None and r.kneedle_knee_tokens is None
     assert "separates" in r.gee["note"]
-    assert all_pass.proposed_limit_tokens == 64000  # 128K × 0.75 → 96K → 64K
+    assert all_pass.proposed_limit_tokens == 64000  # 128k × 0.75 → 96k → 64k
 
     all_fail = analyse_sweep(frame_for({"r": [0.0] * 5}, tasks=40), PARAMS)
     f = all_fail.families[0]
     assert (f.ecl_tokens, f.ecl_status, f.ecl_text) == (
         None,
         "below_smallest",
-        "< 8K (smallest tested)",
+        "< 8k (smallest tested)",
     )
     assert all_fail.proposed_limit_tokens is None
     assert "does not meet θ even at the smallest" in all_fail.proposal["reason"]
@@ -87,7 +87,7 @@ def test_all_pass_reports_at_least_the_largest_and_all_fail_below_the_smallest()
 
 
 def test_non_monotone_results_stop_at_the_first_failure():
-    # Exact per-task rates: 16K fails θ, 32K passes again.
+    # Exact per-task rates: 16k fails θ, 32k passes again.
     rows = []
     for t in range(40):
         for stratum, passes in zip(STRATA, [5, 3, 5, 5, 5], strict=True):
@@ -102,7 +102,7 @@ def test_non_monotone_results_stop_at_the_first_failure():
     result = analyse_sweep(frame, PARAMS).families[0]
     assert [s.passes for s in result.strata] == [True, False, True, True, True]
     assert (result.ecl_tokens, result.ecl_status) == (8000, "within_range")
-    # The isotonic fit pools 16K with the later strata: 0.6 → mean 0.9 over 16K–128K.
+    # The isotonic fit pools 16k with the later strata: 0.6 → mean 0.9 over 16k–128k.
     assert result.p_ecl_at_least == [1.0, 1.0, 1.0, 1.0, 1.0]
 
 
@@ -134,7 +134,7 @@ def test_refusal_unpaired_tasks_names_the_tasks_and_the_gaps():
     refusal = result.families[0].refusals[0]
     assert refusal.rule == "unpaired"
     assert refusal.tasks == ["r-007"] and refusal.strata == [64000]
-    assert "r-007 (missing 64K)" in refusal.message
+    assert "r-007 (missing 64k)" in refusal.message
     assert result.families[0].knee is None  # paired tests need pairing
 
 
@@ -333,6 +333,6 @@ def test_budget_check_verdicts():
 
 def test_token_formatting():
     assert [format_tokens(t) for t in (8000, 8192, 128000, 131072, 12500, 1_000_000)] == [
-        "8K", "8K", "128K", "128K", "12.5K", "1M",
+        "8k", "8k", "128k", "128k", "12.5k", "1M",
     ]  # fmt: skip
     assert np.isclose(0.85, PARAMS.threshold)

@@ -5,14 +5,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from governance.charts import PALETTE, base_layout, chart_text, figure_dict
+import numfmt
+from governance.charts import PALETTE, TOKEN_AXIS, base_layout, chart_text, figure_dict, log_axis
 
 BAD = "#a4262c"
 MUTED = "#8a96a3"
-
-
-def _k(value: float) -> str:
-    return f"{value / 1000:,.0f}k" if value >= 1000 else f"{value:,.0f}"
 
 
 def cost_curve(section: dict) -> dict:
@@ -36,8 +33,8 @@ def cost_curve(section: dict) -> dict:
     fig.update_layout(
         **base_layout(
             height=380,
-            xaxis={"title": "context reached (tokens, log)", "type": "log"},
-            yaxis={"title": "cumulative tokens billed (log)", "type": "log"},
+            xaxis={"title": "context reached (tokens, log)", **log_axis(x)},
+            yaxis={"title": "cumulative tokens billed (log)", **log_axis(y)},
         )
     )
     return figure_dict(fig)
@@ -65,8 +62,8 @@ def growth(section: dict) -> dict:
     fig.update_layout(
         **base_layout(
             height=340,
-            xaxis={"title": "context before the step (band)"},
-            yaxis={"title": "context added per step (tokens)"},
+            xaxis={"title": "context before the step (band)", **TOKEN_AXIS},
+            yaxis={"title": "context added per step (tokens)", **TOKEN_AXIS},
         )
     )
     return figure_dict(fig)
@@ -78,18 +75,21 @@ def amplification(section: dict) -> dict:
     fig.add_trace(
         go.Scatter(
             x=[r["band"] for r in rows], y=[r["ratio"] for r in rows], mode="lines+markers", name="tokens read ÷ output",
-            customdata=[r["n"] for r in rows], hovertemplate="band %{x:,}<br>%{y:,.0f} : 1<br>n = %{customdata} calls<extra></extra>",
+            customdata=[r["n"] for r in rows], hovertemplate="band %{x:,}<br>%{y:,.3~r}×<br>n = %{customdata} calls<extra></extra>",
         )
     )  # fmt: skip
     if section.get("minimum_band") is not None:
         low = next(r for r in rows if r["band"] == section["minimum_band"])
-        fig.add_trace(go.Scatter(x=[low["band"]], y=[low["ratio"]], mode="markers+text", text=[f"minimum {low['ratio']:,.0f}:1"], textposition="top center",
+        fig.add_trace(go.Scatter(x=[low["band"]], y=[low["ratio"]], mode="markers+text", text=[f"minimum {numfmt.ratio(low['ratio'])}"], textposition="top right",
                                  marker={"size": 13, "color": BAD, "symbol": "diamond"}, name="minimum"))  # fmt: skip
     fig.update_layout(
         **base_layout(
             height=340,
-            xaxis={"title": "context band (tokens)"},
-            yaxis={"title": "tokens read per output token", "type": "log"},
+            xaxis={"title": "context band (tokens)", **TOKEN_AXIS},
+            yaxis={
+                "title": "tokens read per output token",
+                **log_axis([r["ratio"] for r in rows], numfmt.ratio),
+            },
         )
     )
     return figure_dict(fig)
@@ -97,6 +97,7 @@ def amplification(section: dict) -> dict:
 
 def steps(section: dict) -> dict:
     fig = go.Figure()
+    counts_seen: list[float] = []
     for key, color in (("main", PALETTE[0]), ("subagents", PALETTE[1])):
         data = section[key]
         if not data.get("histogram"):
@@ -104,33 +105,36 @@ def steps(section: dict) -> dict:
         values = np.array(data["histogram"])
         edges = np.unique(np.geomspace(1, max(values.max(), 2) + 1, 30).astype(int))
         counts, _ = np.histogram(values, bins=edges)
+        counts_seen += [float(edges[0]), float(edges[-1])]
         fig.add_trace(
             go.Bar(
                 x=edges[:-1],
                 y=counts,
+                width=np.diff(edges),  # each bar spans its bin, as wide on the log axis
+                offset=0,
                 name=f"{data['group']} (n = {data['agents']})",
                 marker={"color": color},
                 opacity=0.75,
             )
         )
-        for label, value in (
-            ("median", data["median"]),
-            ("p90", data["p90"]),
-            ("p99", data["p99"]),
+        # One row of labels per statistic, so a median and a p90 close together stay apart.
+        # Shapes on a log axis take data values, annotations take log10 of them.
+        for row, (label, value) in enumerate(
+            (("median", data["median"]), ("p90", data["p90"]), ("p99", data["p99"]))
         ):
             if value is None:
                 continue
-            fig.add_vline(
-                x=value,
-                line={"color": color, "dash": "dot", "width": 1},
-                annotation_text=f"{label} {value:,.0f}",
-                annotation_font_size=10,
-            )
+            fig.add_vline(x=value, line={"color": color, "dash": "dot", "width": 1})
+            fig.add_annotation(
+                x=float(np.log10(value)), xref="x", xanchor="left", y=1 - 0.08 * row,
+                yref="paper", yanchor="top", showarrow=False, font={"size": 10, "color": color},
+                text=f"{label} {numfmt.count(value)}",
+            )  # fmt: skip
     fig.update_layout(
         **base_layout(
             height=360,
             barmode="overlay",
-            xaxis={"title": "API calls per agent (log)", "type": "log"},
+            xaxis={"title": "API calls per agent (log)", **log_axis(counts_seen, numfmt.count)},
             yaxis={"title": "agents"},
         )
     )
@@ -159,7 +163,7 @@ def compactions(section: dict) -> dict:
         **base_layout(
             height=320,
             barmode="overlay",
-            xaxis={"title": "context (tokens)"},
+            xaxis={"title": "context (tokens)", **TOKEN_AXIS},
             yaxis={"title": "compactions"},
         )
     )
@@ -183,17 +187,17 @@ def cycle(
     fig.add_vline(
         x=model["floor_threshold"],
         line={"color": BAD, "dash": "dash"},
-        annotation_text=f"floor {_k(model['floor_threshold'])}",
+        annotation_text=f"floor {numfmt.tokens(model['floor_threshold'])}",
         annotation_position="bottom right",
     )
     curve = np.array(model["curve"])
     fig.add_trace(go.Scatter(x=curve[:, 0], y=curve[:, 1], mode="lines", name=label, line={"color": PALETTE[0], "width": 3},
                              hovertemplate="T = %{x:,.0f}<br>%{y:,.0f} tokens per productive step<extra></extra>"))  # fmt: skip
     fig.add_trace(go.Scatter(x=[model["optimum_threshold"]], y=[model["optimum_cost_per_step"]], mode="markers+text", name="optimum T*",
-                             text=[f"T* = {_k(model['optimum_threshold'])}"], textposition="bottom center", marker={"size": 12, "color": PALETTE[0]}))  # fmt: skip
+                             text=[f"T* = {numfmt.tokens(model['optimum_threshold'])}"], textposition="bottom center", marker={"size": 12, "color": PALETTE[0]}))  # fmt: skip
     if tail:
         tail_curve = np.array(tail["model"]["curve"])
-        fig.add_trace(go.Scatter(x=tail_curve[:, 0], y=tail_curve[:, 1], mode="lines", name=f"preserved {_k(tail['tail_tokens'])} tail (P = {tail['penalty_steps']:.0f})",
+        fig.add_trace(go.Scatter(x=tail_curve[:, 0], y=tail_curve[:, 1], mode="lines", name=f"preserved {numfmt.tokens(tail['tail_tokens'])} tail (P = {tail['penalty_steps']:.0f})",
                                  line={"color": PALETTE[2], "dash": "dash", "width": 2}))  # fmt: skip
         fig.add_trace(
             go.Scatter(
@@ -208,15 +212,21 @@ def cycle(
         fig.add_vline(
             x=threshold,
             line={"color": MUTED, "width": 1},
-            annotation_text=_k(threshold),
+            annotation_text=numfmt.tokens(threshold),
+            # At the foot: at the top they ran into "within 10% of optimum".
+            annotation_position="bottom right",
             annotation_font_size=10,
         )
     top = float(np.nanmin(curve[:, 1])) * 3 if len(curve) else None
     fig.update_layout(
         **base_layout(
             height=400,
-            xaxis={"title": "compaction threshold T (tokens)"},
-            yaxis={"title": "tokens per productive step", "range": [0, top] if top else None},
+            xaxis={"title": "compaction threshold T (tokens)", **TOKEN_AXIS},
+            yaxis={
+                "title": "tokens per productive step",
+                "range": [0, top] if top else None,
+                **TOKEN_AXIS,
+            },
         )
     )
     return figure_dict(fig)
@@ -257,7 +267,7 @@ def sensitivity(
         **base_layout(
             height=360,
             xaxis={"title": "rediscovery penalty P (steps)"},
-            yaxis={"title": "optimal threshold T* (tokens)"},
+            yaxis={"title": "optimal threshold T* (tokens)", **TOKEN_AXIS},
         )
     )
     return figure_dict(fig)
@@ -271,17 +281,17 @@ def coverage(section: dict) -> dict:
         fig.add_hline(
             y=section["asymptote"],
             line={"dash": "dash", "color": MUTED},
-            annotation_text=f"asymptote {section['asymptote']:.1%}",
+            annotation_text=f"asymptote {numfmt.percent(section['asymptote'])}",
         )
     if section.get("best_per_cost"):
         best = section["best_per_cost"]
         value = section["coverage"][section["grid"].index(best)]
-        fig.add_trace(go.Scatter(x=[best], y=[value], mode="markers+text", text=[f"best per cost {_k(best)}"], textposition="bottom right",
+        fig.add_trace(go.Scatter(x=[best], y=[value], mode="markers+text", text=[f"best per cost {numfmt.tokens(best)}"], textposition="bottom right",
                                  marker={"size": 12, "color": BAD}, name="best coverage per unit of cost"))  # fmt: skip
     fig.update_layout(
         **base_layout(
             height=360,
-            xaxis={"title": "window W (tokens, log)", "type": "log"},
+            xaxis={"title": "window W (tokens, log)", **log_axis(section["grid"])},
             yaxis={"title": "repeat references within W", "tickformat": ".0%", "range": [0, 1]},
         )
     )
@@ -314,7 +324,7 @@ def incidents(section: dict) -> dict:
             height=400,
             barmode="stack",
             xaxis={"title": "day (UTC)"},
-            yaxis={"title": "tokens billed", "tickformat": "~s"},
+            yaxis={"title": "tokens billed", **TOKEN_AXIS},
         )
     )
     return figure_dict(fig)

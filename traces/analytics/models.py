@@ -1,5 +1,6 @@
 """Cached analytics results, one per workspace and filter set, tagged with the data version."""
 
+from django.conf import settings
 from django.db import models
 
 from governance.models import WorkspaceOwned
@@ -25,3 +26,29 @@ class AnalyticsResult(WorkspaceOwned):
 
     def __str__(self) -> str:
         return f"analytics {self.filter_key[:8]} v{self.data_version}"
+
+
+class CorrectionPhraseList(WorkspaceOwned):
+    """One version of the workspace's correction phrases (behaviour after compaction).
+
+    Each save is a new row with the next version; the list shipped in
+    `traces.analysis.post_compaction.DEFAULT_PHRASES` is version 1 until one is saved."""
+
+    version = models.PositiveIntegerField()
+    phrases = models.JSONField(default=list)
+    note = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "version"], name="correction_phrases_unique_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"correction phrases v{self.version}"

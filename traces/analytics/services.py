@@ -131,7 +131,8 @@ def analytics_compute(
         if key in SECTION_STEPS:
             step(SECTION_STEPS[key])
 
-    values, failures = run_sections(_sections(data, filters), on_start=on_start, on_error=on_error)
+    sections = _sections(data, filters) + _post_compaction_sections(workspace, filters)
+    values, failures = run_sections(sections, on_start=on_start, on_error=on_error)
     result = {
         "filters": filters.as_dict(),
         "filters_text": filters.describe(),
@@ -184,6 +185,21 @@ def _sections(data, filters: AnalyticsFilters) -> list[Section]:
         ("coverage", "the reference coverage", coverage_section, ()),
         ("incidents", "the incidents", lambda _: _incidents(data, filters), ()),
     ]  # fmt: skip
+
+
+def _post_compaction_sections(workspace: Workspace, filters: AnalyticsFilters) -> list[Section]:
+    from traces.analytics.post_compaction_services import post_compaction_section
+
+    def compute(_):
+        result = post_compaction_section(workspace=workspace, filters=filters)
+        if not result["compactions"]:
+            raise SectionUnavailable(
+                "No main-thread run starts at a full compaction under these filters: "
+                "there are no steps since a compaction to measure."
+            )
+        return result
+
+    return [("post_compaction", "the behaviour after compaction", compute, ())]
 
 
 def _steps(data) -> dict:

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from traces.analytics import post_compaction_views as pc_views
 from traces.analytics import views
 
 app_name = "analytics"
@@ -19,4 +20,11 @@ urlpatterns = [
     path("coverage/data/<slug:name>.csv", views.CsvView.as_view()),
     path("incidents/data/<slug:name>.csv", views.CsvView.as_view()),
     path("what-if/data/<slug:name>.csv", views.CsvView.as_view()),
+    path("post-compaction/", pc_views.PostCompactionPage.as_view(), name="post_compaction"),
+    path(
+        "post-compaction/corrections.csv",
+        pc_views.CorrectionsCsv.as_view(),
+        name="post_compaction_csv",
+    ),
+    path("post-compaction/phrases/", pc_views.PhraseListPage.as_view(), name="correction_phrases"),
 ]

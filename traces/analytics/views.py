@@ -27,6 +27,7 @@ THEMES = [
     ("analytics:compactions", "Compactions and threshold"),
     ("analytics:coverage", "Reference coverage"),
     ("analytics:incidents", "Incidents"),
+    ("analytics:post_compaction", "After compaction"),
     ("analytics:what_if", "What-if calculator"),
 ]
 SEED_FALLBACK = CycleParams(65_588, 1_470, 4_382, 28)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from governance.charts import PALETTE, base_layout, figure_dict
+import numfmt
+from governance.charts import PALETTE, TOKEN_AXIS, base_layout, figure_dict
 from qualification.charts import MARKER_STYLES, add_decline_curve, stratum_axis
 from traces.annotations.analysis.aggregates import BandTable, Distribution, LabComparison
 from traces.annotations.analysis.classes import CLASS_SLUGS, class_label
@@ -141,7 +142,7 @@ def strip_figure(
             legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
                     "font": {"size": 11}},
             xaxis={"title": None, "tickformat": "d"},
-            yaxis={"title": None, "rangemode": "tozero", "tickformat": "~s"},
+            yaxis={"title": None, "rangemode": "tozero", **TOKEN_AXIS},
             shapes=shapes,
             hovermode="x",
         )
@@ -177,8 +178,9 @@ def band_figure(table: BandTable) -> dict:
             height=360,
             xaxis={"title": "context at the divergent call (tokens)"},
             yaxis={"title": "runs", "tickformat": "d", "rangemode": "tozero"},
-            legend={"orientation": "h", "y": -0.25, "x": 0},
-            margin={"l": 60, "r": 20, "t": 20, "b": 40},
+            # Right of the plot, one class per row: below it, the legend covered the axis title.
+            legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left", "yanchor": "top"},
+            margin={"l": 60, "r": 20, "t": 20, "b": 50},
         )
     )
     return figure_dict(fig)
@@ -222,7 +224,7 @@ def distribution_figure(contexts: Sequence[int], dist: Distribution) -> dict:
             height=320,
             shapes=shapes,
             showlegend=False,
-            xaxis={"title": "context at first divergence (tokens)", "tickformat": "~s", "rangemode": "tozero"},
+            xaxis={"title": "context at first divergence (tokens)", **TOKEN_AXIS, "rangemode": "tozero"},
             yaxis={"title": "share of runs", "tickformat": ".0%", "range": [0, 1.02]},
             margin={"l": 60, "r": 20, "t": 20, "b": 50},
         )
@@ -309,7 +311,7 @@ def lab_figure(reference, family, contexts: Sequence[int], comparison: LabCompar
                 col=1,
                 **(
                     {
-                        "annotation_text": f"{style['label']} {_k(tokens)}",
+                        "annotation_text": f"{style['label']} {numfmt.tokens(tokens)}",
                         "annotation_position": "top left" if kind == "ecl" else "bottom left",
                         "annotation_font": {"size": 10, "color": style["color"]},
                     }
@@ -333,7 +335,3 @@ def lab_figure(reference, family, contexts: Sequence[int], comparison: LabCompar
         )
     )
     return figure_dict(fig)
-
-
-def _k(tokens: int) -> str:
-    return f"{tokens / 1000:.0f}k" if tokens >= 1000 else str(tokens)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import random
 
+from traces.analytics.services import analytics_refresh_queue
 from traces.annotations import services
+from traces.annotations.demo_runs import demo_runs
 from traces.annotations.filters import RunFilter
 from traces.annotations.models import AnnotationQueue, Divergence, MarkKind
 from traces.models import AgentKind, Call, Run, Session, UploadSource
@@ -28,6 +30,9 @@ PARAMS = CorpusParams(
 DIVERGENCE_MEDIAN = 21_000  # tokens; log-normal spread 0.25
 QUEUE_NAME = "Demo: Sonnet 4.5 main-thread runs over 100k tokens"
 QUEUE_MODEL = "claude-sonnet-4-5"  # a model of the traces demo, which seeds before this app
+# Hand-written runs that go wrong (demo_runs), for trying the annotation job itself. The name
+# says nothing of what goes wrong in them: marking stays blind.
+READ_QUEUE_NAME = "Demo: runs to read for their first divergence"
 CLASSES = [
     "forgotten_constraint", "retrieval_failure", "stale_or_conflicting_evidence", "repetition",
     "incorrect_symbol_relationship", "under_changed_fix", "over_broad_change",
@@ -144,6 +149,7 @@ def seed(*, workspace, users, stdout) -> None:
         f"{marked} marks on {min(len(runs), 24)} runs"
     )
     _queue(workspace=workspace, users=users, stdout=stdout)
+    seed_runs_that_go_wrong(workspace=workspace, users=users, stdout=stdout)
 
 
 def _queue(*, workspace, users, stdout) -> None:
@@ -193,3 +199,51 @@ def _queue(*, workspace, users, stdout) -> None:
         else:
             _mark(run.session, editor, calls, step, rng.choice(CLASSES), rng, offset=6)
     stdout.write(f"  annotation queue '{queue.name}': {queue.sample_size} runs, 2 annotators each")
+
+
+def seed_runs_that_go_wrong(*, workspace, users, stdout) -> AnnotationQueue:
+    """Ingest the demo runs that go wrong and queue, for the reviewer and the editor, the run
+    of each that holds its first divergence. Idempotent."""
+    written = demo_runs()
+    added = 0
+    for demo_run in written:
+        added += ingest_bytes(
+            workspace=workspace,
+            name=f"demo-run-{demo_run.key}.jsonl",
+            data=b"\n".join(demo_run.lines) + b"\n",
+            source=UploadSource.DEMO,
+            user=users.get("editor"),
+            refresh_analytics=False,
+        ).calls
+    if added:
+        analytics_refresh_queue(workspace=workspace)
+    stdout.write(f"  {len(written)} demo runs that go wrong ({added} new calls)")
+    queue = AnnotationQueue.objects.filter(workspace=workspace, name=READ_QUEUE_NAME).first()
+    if queue is not None:
+        return queue
+    runs = Run.objects.filter(pk__in=[run_holding_divergence(workspace, r).pk for r in written])
+    queue = services.queue_build(
+        workspace=workspace,
+        actor=users["reviewer"],
+        name=READ_QUEUE_NAME,
+        runs=runs,
+        criteria={"sessions": "hand-written demo runs"},
+        sample_size=runs.count(),
+        annotators=[users["reviewer"], users["editor"]],
+        annotators_per_run=2,
+        agreement_window=2,
+        seed=16,
+    )
+    stdout.write(f"  annotation queue '{queue.name}': {queue.sample_size} runs, 2 annotators each")
+    return queue
+
+
+def run_holding_divergence(workspace, demo_run) -> Run:
+    """The main-thread run of a demo session that contains its first divergence."""
+    return Run.objects.select_related("session").get(
+        session__workspace=workspace,
+        session__external_id=demo_run.session_id,
+        agent__kind=AgentKind.MAIN,
+        first_call_index__lte=demo_run.expected_call,
+        last_call_index__gte=demo_run.expected_call,
+    )

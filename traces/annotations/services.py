@@ -57,14 +57,16 @@ def other_text_from_note(note: str) -> str:
 
 
 def _clean_fields(
-    *, failure_class: str, confidence: str, other_text: str, note: str
+    *, failure_class: str | None, confidence: str | None, other_text: str, note: str
 ) -> tuple[str, str]:
+    """The other text and the note, cleaned; a class or confidence of None is not checked
+    (the caller reports it missing)."""
     errors = {}
-    if failure_class not in FAILURE_CLASSES:
+    if failure_class is not None and failure_class not in FAILURE_CLASSES:
         errors["failure_class"] = (
             f"Unknown class '{failure_class}'. Use one of: {', '.join(FAILURE_CLASSES)}."
         )
-    if confidence not in CONFIDENCES:
+    if confidence is not None and confidence not in CONFIDENCES:
         errors["confidence"] = (
             f"Unknown confidence '{confidence}'. Use one of: {', '.join(CONFIDENCES)}."
         )
@@ -130,7 +132,7 @@ def locate_call(
     return call, found
 
 
-def _clean_evidence(*, session: Session, call_index: int, evidence: Iterable) -> list[int]:
+def _clean_evidence(*, session: Session, call_index: int | None, evidence: Iterable) -> list[int]:
     values = []
     for value in evidence or ():
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -143,7 +145,7 @@ def _clean_evidence(*, session: Session, call_index: int, evidence: Iterable) ->
         raise ValidationError(
             {"evidence_call_indexes": f"At most {MAX_EVIDENCE} evidence steps per mark."}
         )
-    later = [v for v in values if v >= call_index]
+    later = [v for v in values if call_index is not None and v >= call_index]
     if later:
         raise ValidationError(
             {
@@ -168,6 +170,74 @@ def _clean_evidence(*, session: Session, call_index: int, evidence: Iterable) ->
     return values
 
 
+def _mark_input(
+    *,
+    session,
+    call_index,
+    failure_class,
+    confidence,
+    other_text,
+    note,
+    evidence,
+    agent,
+    run,
+    partial=False,
+) -> tuple[dict[str, list[str]], dict]:
+    """Every problem with a mark's input, not only the first, and the cleaned values. With
+    `partial`, an input given as None is missing (its form field says so) and not checked."""
+    errors: dict[str, list[str]] = {}
+    cleaned: dict = {}
+
+    def attempt(name, check):
+        try:
+            cleaned[name] = check()
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                errors.setdefault(field, []).extend(messages)
+
+    attempt(
+        "fields",
+        lambda: _clean_fields(
+            failure_class=failure_class if partial or failure_class is not None else "",
+            confidence=confidence if partial or confidence is not None else "",
+            other_text=other_text,
+            note=note,
+        ),
+    )
+    if call_index is not None or not partial:
+        attempt(
+            "located",
+            lambda: locate_call(session=session, call_index=call_index, agent=agent, run=run),
+        )
+    if evidence is not None or not partial:
+        attempt(
+            "evidence",
+            lambda: _clean_evidence(session=session, call_index=call_index, evidence=evidence),
+        )
+    return errors, cleaned
+
+
+def divergence_mark_errors(
+    *,
+    session: Session,
+    call_index: int | None = None,
+    failure_class: str | None = None,
+    confidence: str | None = None,
+    other_text: str = "",
+    note: str = "",
+    evidence_call_indexes: Sequence[int] | None = None,
+    agent: Agent | None = None,
+    run: Run | None = None,
+) -> dict[str, list[str]]:
+    """What `divergence_mark` would refuse in this input, all at once; None skips an input
+    (a form reports it missing), so a page can show every error together."""
+    return _mark_input(
+        session=session, call_index=call_index, failure_class=failure_class,
+        confidence=confidence, other_text=other_text, note=note,
+        evidence=evidence_call_indexes, agent=agent, run=run, partial=True,
+    )[0]  # fmt: skip
+
+
 def divergence_mark(
     *,
     session: Session,
@@ -190,13 +260,16 @@ def divergence_mark(
     """
     workspace = session.workspace
     _require_role(workspace, annotator, ANNOTATE_ROLE, "Marking a divergence")
-    other_text, note = _clean_fields(
-        failure_class=failure_class, confidence=confidence, other_text=other_text, note=note
-    )
-    call, target = locate_call(session=session, call_index=call_index, agent=agent, run=run)
-    evidence = _clean_evidence(
-        session=session, call_index=call_index, evidence=evidence_call_indexes
-    )
+    errors, cleaned = _mark_input(
+        session=session, call_index=call_index, failure_class=failure_class,
+        confidence=confidence, other_text=other_text, note=note,
+        evidence=evidence_call_indexes, agent=agent, run=run,
+    )  # fmt: skip
+    if errors:
+        raise ValidationError(errors)
+    other_text, note = cleaned["fields"]
+    call, target = cleaned["located"]
+    evidence = cleaned["evidence"]
     with transaction.atomic():
         Run.objects.select_for_update().filter(pk=target.pk).first()  # one writer per run
         current = Divergence.objects.filter(

@@ -93,18 +93,87 @@ def _focus_class(run_marks) -> str | None:
     return run_marks.marks[0].failure_class if run_marks.marks else None
 
 
-def _mark_initial(own, steps) -> dict:
-    """The mark form starts from your current mark, or at the first step shown."""
+def _mark_initial(own, steps, *, step: int | None, at: int | None) -> dict:
+    """The mark form starts at the step you are looking at: `?step=` (a step's "Mark" link),
+    else your current mark's, else `?at=` (the selected step), else the first step shown."""
+    first = steps[0].call_index if steps else None
     if not own:
-        return {"call_index": steps[0].call_index if steps else None}
+        return {"call_index": next((v for v in (step, at, first) if v is not None), None)}
     return {
-        "call_index": own.call_index,
+        "call_index": own.call_index if step is None else step,
         "failure_class": own.failure_class,
         "other_text": own.other_text,
         "confidence": own.confidence,
         "evidence": ", ".join(map(str, own.evidence_call_indexes)),
         "note": own.note,
     }
+
+
+def save_mark(request, form, *, session, agent=None, run=None):
+    """Validate the mark form and save it: the mark, or None with every error on the form (the
+    form's own and the service's, together)."""
+    form.is_valid()
+    data = form.cleaned_data
+    problems = services.divergence_mark_errors(
+        session=session,
+        agent=agent,
+        run=run,
+        call_index=data.get("call_index"),
+        failure_class=data.get("failure_class") or None,
+        confidence=data.get("confidence") or None,
+        other_text=data.get("other_text") or "",
+        note=data.get("note") or "",
+        evidence_call_indexes=data.get("evidence"),
+    )
+    _add_errors(form, problems)
+    if form.errors:
+        return None
+    try:
+        mark = services.divergence_mark(
+            session=session,
+            annotator=request.user,
+            agent=agent,
+            run=run,
+            call_index=data["call_index"],
+            failure_class=data["failure_class"],
+            other_text=data["other_text"],
+            confidence=data["confidence"],
+            evidence_call_indexes=data["evidence"],
+            note=data["note"],
+        )
+    except ValidationError as exc:
+        _add_errors(form, exc.message_dict)
+        return None
+    if mark.unchanged:
+        messages.info(request, f"Your mark at call {mark.call_index} is unchanged.")
+    elif mark.replaces_id:
+        messages.success(
+            request,
+            f"Mark replaced: call {mark.call_index}, {class_label(mark.failure_class)} "
+            "(the earlier mark is kept in the history).",
+        )
+    else:
+        messages.success(
+            request, f"Marked call {mark.call_index} as {class_label(mark.failure_class)}."
+        )
+    return mark
+
+
+def _add_errors(form, problems: dict) -> None:
+    for field, errors in problems.items():
+        target = {"evidence_call_indexes": "evidence"}.get(field, field)
+        target = target if target in form.fields else None
+        if target is None or target not in form.errors:  # a field says one thing at a time
+            form.add_error(target, errors)
+
+
+def _marked_url(view, request, mark) -> str:
+    query = {"at": mark.call_index}
+    queue = _int(request.POST.get("queue") or request.GET.get("queue"))
+    if queue:
+        query["queue"] = queue
+    url = view.wreverse("annotations:run_viewer", mark.session_id, mark.run_id)
+    return f"{url}?{urlencode(query)}#step-{mark.call_index}"
 
 
 def _strip(scope, visible, compactions, steps) -> dict:
@@ -142,8 +211,12 @@ class ViewerView(WorkspaceTemplateView):
             return session, run.agent, run
         return session, selectors.agent_get(session=session, pk=kwargs["agent"]), None
 
-    def _page(self, scope) -> tuple[int, str]:
+    def _page(self, scope, focus: int | None = None) -> tuple[int, str]:
         page = min(max(_int(self.request.GET.get("page"), 1), 1), scope.pages)
+        if focus is not None:  # the step of a mark that was refused, if it is shown here
+            found = selectors.page_of_call(scope=scope, call_index=focus)
+            if found is not None:
+                return found, ""
         at = _int(self.request.GET.get("at"))
         if at is None:
             return page, ""
@@ -153,9 +226,22 @@ class ViewerView(WorkspaceTemplateView):
         return found, ""
 
     def get(self, request, *args, **kwargs):
+        return self._render(request, *self._target(kwargs))
+
+    def post(self, request, *args, **kwargs):
+        """The mark form posts here, so a refused mark shows the viewer again (400) with every
+        error and what was typed."""
         session, agent, run = self._target(kwargs)
+        form = MarkForm(request.POST)
+        mark = save_mark(request, form, session=session, agent=agent, run=run)
+        if mark is not None:
+            return redirect(_marked_url(self, request, mark))
+        return self._render(request, session, agent, run, form=form, status=400)
+
+    def _render(self, request, session, agent, run, *, form=None, status=200):
         scope = selectors.scope_for(agent=agent, run=run)
-        page, notice = self._page(scope)
+        focus = _int(request.POST.get("call_index")) if form is not None else None
+        page, notice = self._page(scope, focus)
         steps = selectors.steps_window(
             scope=scope, page=page, spawns=selectors.spawn_map(session=session)
         )
@@ -168,10 +254,15 @@ class ViewerView(WorkspaceTemplateView):
         by_call: dict[int, list[Divergence]] = {}
         for mark in visible.marks:
             by_call.setdefault(mark.call_index, []).append(mark)
-        queue_id = _int(request.GET.get("queue"))
+        queue_id = _int(request.GET.get("queue") or request.POST.get("queue"))
         base_query = {
             k: v for k, v in (("queue", queue_id), ("window", request.GET.get("window"))) if v
         }
+        viewer_path = (
+            self.wreverse("annotations:run_viewer", session.pk, run.pk)
+            if run
+            else self.wreverse("annotations:agent_viewer", session.pk, agent.pk)
+        )
         context = {
             "session": session,
             "agent": agent,
@@ -194,21 +285,26 @@ class ViewerView(WorkspaceTemplateView):
             "query": urlencode(base_query),
             "base_query": base_query,
             # The viewer's own path: the full-page Expand links back to the step through it.
-            "viewer_path": request.path,
+            "viewer_path": viewer_path,
             "can_annotate": selectors.can_annotate(membership=self.membership),
         }
-        if htmx_partial(request):
+        if htmx_partial(request) and form is None:
             return render(request, f"{self.template_name}#steps", context)
         context.update(_strip(scope, visible.marks, compactions, steps))
-        context.update(self._marking(session, agent, run, steps, queue_id))
+        context.update(self._marking(session, agent, run, steps, queue_id, form))
         context.update(
             reveal=visible.revealed,
             hidden_count=visible.hidden,
             scope_marks=visible.marks,
         )
-        return render(request, self.template_name, context)
+        return render(request, self.template_name, context, status=status)
 
-    def _marking(self, session, agent, run, steps, queue_id) -> dict:
+    def _shown(self, name: str, steps) -> int | None:
+        """The call number in query parameter `name`, if that step is shown."""
+        value = _int(self.request.GET.get(name))
+        return value if value in {s.call_index for s in steps} else None
+
+    def _marking(self, session, agent, run, steps, queue_id, form=None) -> dict:
         """The run's marks, the mark form, the queue place and the restart link."""
         window = _window_param(self.request)
         user = self.request.user
@@ -221,7 +317,17 @@ class ViewerView(WorkspaceTemplateView):
             "spawned_at": selectors.spawning_call(agent=agent),
             "started_by": run.started_by if run and run.started_by_id else None,
             "run_marks": run_marks,
-            "form": MarkForm(initial=_mark_initial(run_marks.mine if run_marks else None, steps)),
+            "form": form
+            or MarkForm(
+                initial=_mark_initial(
+                    run_marks.mine if run_marks else None,
+                    steps,
+                    step=self._shown("step", steps),
+                    at=self._shown("at", steps),
+                )
+            ),
+            # The form follows the step selected in the page unless its value was chosen.
+            "mark_pinned": form is not None or bool(run_marks and run_marks.mine),
             "adjudicate_form": AdjudicateForm(),
             "assignment": assignment,
             "queue_id": queue_id if assignment is None else assignment.item.queue_id,
@@ -254,7 +360,9 @@ class CallPartView(WorkspaceTemplateView):
             "key": key,
             "kind": kind,
             "text": text,
-            "segments": segments(text) if kind in {"text", "thinking", "prompt"} else None,
+            "segments": segments(text)
+            if kind in {"text", "thinking", "prompt", "summary"}
+            else None,
             "back": _safe_next(request, request.GET.get("back")),
         }
         return render_region(request, self.template_name, "part", context)
@@ -308,45 +416,9 @@ class MarkView(WorkspaceTemplateView):
     def post(self, request, *args, **kwargs):
         session, agent, run = self._targets(request, request.POST)
         form = MarkForm(request.POST)
-        if form.is_valid():
-            data = form.cleaned_data
-            try:
-                mark = services.divergence_mark(
-                    session=session,
-                    annotator=request.user,
-                    agent=agent,
-                    run=run,
-                    call_index=data["call_index"],
-                    failure_class=data["failure_class"],
-                    other_text=data["other_text"],
-                    confidence=data["confidence"],
-                    evidence_call_indexes=data["evidence"],
-                    note=data["note"],
-                )
-            except ValidationError as exc:
-                for field, errors in exc.message_dict.items():
-                    target = {"evidence_call_indexes": "evidence"}.get(field, field)
-                    form.add_error(target if target in form.fields else None, errors)
-            else:
-                if mark.unchanged:
-                    messages.info(request, f"Your mark at call {mark.call_index} is unchanged.")
-                elif mark.replaces_id:
-                    messages.success(
-                        request,
-                        f"Mark replaced: call {mark.call_index}, {class_label(mark.failure_class)} "
-                        "(the earlier mark is kept in the history).",
-                    )
-                else:
-                    messages.success(
-                        request,
-                        f"Marked call {mark.call_index} as {class_label(mark.failure_class)}.",
-                    )
-                query = {"at": mark.call_index}
-                queue = _int(request.POST.get("queue"))
-                if queue:
-                    query["queue"] = queue
-                url = self.wreverse("annotations:run_viewer", session.pk, mark.run_id)
-                return redirect(f"{url}?{urlencode(query)}#step-{mark.call_index}")
+        mark = save_mark(request, form, session=session, agent=agent, run=run)
+        if mark is not None:
+            return redirect(_marked_url(self, request, mark))
         return self._page(request, session, agent, run, form, status=400)
 
 

@@ -122,6 +122,7 @@ class ClaudeCodeParser:
         self._side_spawns: dict[str, tuple[str, str, str]] = {}  # unnamed agent -> its spawn
         self._spawn_prompts: dict[str, tuple[str, str, str]] = {}  # prompt -> (tool id, desc, type)
         self._prompts: dict[str, str] = {}  # agent id -> last user prompt text
+        self._summaries: dict[str, str] = {}  # agent id -> compaction summary not yet shown
         self._open_compaction: CompactionRecord | None = None
         self._last_session = ""
         self._pending_title = ""  # a summary line before any session id
@@ -147,6 +148,7 @@ class ClaudeCodeParser:
             "side_spawns": list(self._side_spawns.items())[-STATE_ITEMS:],
             "spawn_prompts": list(self._spawn_prompts.items())[-STATE_ITEMS:],
             "prompts": list(self._prompts.items())[-STATE_ITEMS:],
+            "summaries": list(self._summaries.items())[-STATE_ITEMS:],
             "msgid_to_key": [[s, m, k] for (s, m), k in self._msgid_to_key.items()][-STATE_CHAIN:],
             "compaction": _compaction_state(compaction) if compaction else None,
         }
@@ -162,6 +164,7 @@ class ClaudeCodeParser:
         self._side_spawns = {k: tuple(v) for k, v in state.get("side_spawns") or ()}
         self._spawn_prompts = {k: tuple(v) for k, v in state.get("spawn_prompts") or ()}
         self._prompts = dict(state.get("prompts") or ())
+        self._summaries = dict(state.get("summaries") or ())
         self._msgid_to_key = {(s, m): k for s, m, k in state.get("msgid_to_key") or ()}
         compaction = state.get("compaction")
         if compaction:
@@ -433,6 +436,10 @@ class ClaudeCodeParser:
             prompt = self._prompts.pop(agent_id, None) if self._prompts else None
             if prompt:
                 record.text["prompt"] = prompt
+            summary = self._summaries.pop(agent_id, None) if self._summaries else None
+            if summary:
+                # The summary is what the model continued from: a reader needs to see it.
+                record.text["summary"] = summary
             self._pending[slot] = pending
         else:
             self.stats.duplicates_dropped += 1
@@ -654,6 +661,8 @@ class ClaudeCodeParser:
         if text and compaction.summary_tokens is None:
             compaction.summary_tokens = estimate_tokens(text)
             compaction.summary_estimated = True
+        if text:
+            self._summaries[agent_id] = text[:MAX_RESULT_CHARS]
         self._open_compaction = None
         self._out.append(compaction)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import zstandard
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from governance.models import Workspace
 from traces.formats.records import (
@@ -32,12 +33,13 @@ from traces.ingest.writes import (
     _get_or_create,
     _insert_missing,
 )
-from traces.models import Agent, AgentKind, Call, Session
+from traces.models import Agent, AgentKind, Call, IngestedFile, Session
 
 BATCH_SIZE = 5000
 # A loader derives the sessions it created itself while their call rows fit in this many
 # rows of memory; beyond it, the derive step reads them back from the database instead.
 LOADED_DERIVE_MAX_CALLS = 100_000
+LINK_CHUNK = 1000  # ids per statement when stamping and linking sessions
 
 
 class TraceLoader(BatchWriter):
@@ -78,6 +80,7 @@ class TraceLoader(BatchWriter):
         self._calls: dict[tuple[str, str, str], CallRecord] = {}
         self._compactions: list[CompactionRecord] = []
         self.touched_sessions: set[int] = set()
+        self.file_sessions: set[tuple[int, int]] = set()  # (IngestedFile, session) pairs
         self._new_sessions: set[int] = set()
         self._created_with: dict[int, SessionInfo] = {}
         self._indexes: dict[tuple[int, int | None], int] = {}
@@ -90,6 +93,7 @@ class TraceLoader(BatchWriter):
         self._loaded_count = 0
         self._compaction_keys: set[tuple[int, str]] = set()
         self._new_agents: set[int] = set()  # created by this loader: no calls before ours
+        self._stamped: set[int] = set()  # sessions whose last_ingested_at this loader set
 
     # --- feeding -----------------------------------------------------------------
 
@@ -185,6 +189,7 @@ class TraceLoader(BatchWriter):
                 for session_pk, info in sorted(self._session_updates.items()):
                     _apply_session_info(session_pk, info)
             self._session_updates.clear()
+        self._record_ingested()
         loaded = {pk: rows for pk, rows in self._loaded_rows.items() if pk in self._new_sessions}
         self._loaded_rows, self._loaded_last, self._loaded_skipped = {}, {}, set()
         if loaded:
@@ -194,6 +199,34 @@ class TraceLoader(BatchWriter):
                 sessions_derive_loaded(workspace_id=self.workspace.pk, calls=loaded)
             self.summary.derived_sessions |= set(loaded)
         return self.touched_sessions - set(loaded)
+
+    def _record_ingested(self) -> None:
+        """Stamp the sessions this load touched with the time, and link each file read to
+        the sessions it held calls of (the job page and the sessions filter read these)."""
+        now = timezone.now()
+        touched = sorted(self.touched_sessions - self._stamped)
+        for start in range(0, len(touched), LINK_CHUNK):
+            chunk = touched[start : start + LINK_CHUNK]
+            with transaction.atomic():
+                # Locked in id order first, as the derive step locks them: no deadlock
+                # with another worker deriving the same sessions.
+                locked = (
+                    Session.objects.filter(pk__in=chunk)
+                    .order_by("pk")
+                    .select_for_update(no_key=True)
+                )
+                Session.objects.filter(pk__in=list(locked.values_list("pk", flat=True))).update(
+                    last_ingested_at=now
+                )
+        self._stamped |= set(touched)
+        if self.file_sessions:
+            Link = IngestedFile.sessions.through
+            Link.objects.bulk_create(
+                [Link(ingestedfile_id=f, session_id=s) for f, s in sorted(self.file_sessions)],
+                batch_size=LINK_CHUNK,
+                ignore_conflicts=True,
+            )
+            self.file_sessions = set()
 
     def _keep_for_derive(self, rows: list[tuple], ids: list[int]) -> None:
         """Remember a fresh batch's calls for `finish()`, or give up on a session whose

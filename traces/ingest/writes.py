@@ -133,6 +133,7 @@ class BatchWriter:
             replaced = {key: old for key, _, old in updated}
             summary = self.summary
             summary.duplicates_dropped += len(rows) - len(added)  # calls stored before
+            self.file_sessions.update({(row[18], row[1]) for row in rows if row[18] is not None})
             for row in rows:
                 self.touched_sessions.add(row[1])
                 name = (row[1], row[3])

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 from django.db import connection
 
-from governance.models import Job, Workspace
+from governance.models import JOB_NO_DATA_PREFIX, Job, Workspace
 from governance.services import (
     InputError,
     JobReporter,
@@ -27,7 +27,7 @@ from traces.formats.archive import (
     open_members,
 )
 from traces.ingest import IngestSummary, TraceLoader
-from traces.models import IngestedFile, RawUpload
+from traces.models import IngestedFile, JobFile, RawUpload
 from traces.services._common import (
     CHUNK,
     _collector_paused,
@@ -73,6 +73,8 @@ class _Ingestion:
         self._earlier: dict[str, list[IngestedFile]] = {}  # name -> resumable reads of it
         self._checked: set[str] = set()  # contents looked up in IngestedFile
         self._done: set[str] = set()  # of those, the ones already ingested
+        self.read_ids: set[int] = set()  # rows of the files read here
+        self.skipped: set[str] = set()  # contents skipped as ingested before
 
     def already_ingested(self, sha256s: list[str]) -> set[str]:
         """Which of these contents were ingested before or earlier in this ingestion;
@@ -194,13 +196,35 @@ def ingest_upload(
     fmt: str = "auto",
     extra_meta: dict[str, bytes] | None = None,
     on_bytes: Callable[[int], None] | None = None,
+    job: Job | None = None,
 ) -> set[int]:
     """Ingest every transcript in one stored upload. Returns the sessions that still
-    need the derive step (`summary.derived_sessions` holds those already derived)."""
+    need the derive step (`summary.derived_sessions` holds those already derived).
+    With `job`, the files read and those skipped as already ingested are linked to it."""
     ingestion = _Ingestion(workspace=workspace, summary=summary)
     with _relaxed_commits(), _collector_paused():
         _ingest_upload_into(ingestion, upload, fmt=fmt, extra_meta=extra_meta, on_bytes=on_bytes)
-        return ingestion.finish()
+        touched = ingestion.finish()
+    if job is not None:
+        _job_files_record(job, ingestion)
+    return touched
+
+
+def _job_files_record(job: Job, ingestion: _Ingestion) -> None:
+    """Link the job to its files. A skipped file is linked to the row of its earlier read,
+    so a re-upload reaches the same sessions; a grown file has a row of its own. A file
+    that an earlier attempt of this job read (its upload names this job) counts as read."""
+    links = [JobFile(job=job, file_id=pk, read=True) for pk in sorted(ingestion.read_ids)]
+    if ingestion.skipped:
+        earlier = IngestedFile.objects.filter(
+            workspace=ingestion.workspace, sha256__in=ingestion.skipped, complete=True
+        ).exclude(pk__in=ingestion.read_ids)
+        links += [
+            JobFile(job=job, file_id=pk, read=first_job == job.pk)
+            for pk, first_job in earlier.values_list("pk", "upload__job_id")
+        ]
+    # A retry of the job links the same files again.
+    JobFile.objects.bulk_create(links, batch_size=1000, ignore_conflicts=True)
 
 
 def _ingest_upload_into(
@@ -235,6 +259,7 @@ def _ingest_upload_into(
         for member in listing.members:
             if member.sha256 in done:
                 summary.skipped_files += 1
+                ingestion.skipped.add(member.sha256)
                 if on_bytes:
                     on_bytes(member.size)
                 continue
@@ -351,6 +376,7 @@ def _parse_into(ingestion: _Ingestion, row, parser, *, display: str, fmt: str, l
     row.duplicates_dropped = stats.duplicates_dropped
     row.malformed_lines = stats.malformed_lines
     ingestion.files.append(row)
+    ingestion.read_ids.add(row.pk)
 
 
 # A file is resumed from the end of its last complete line; a last line with no newline
@@ -441,6 +467,7 @@ def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
             fmt=fmt,
             extra_meta=extra_meta,
             on_bytes=reporter.advance,
+            job=job,
         )
         reporter.set_counts(**summary.counts())
         reporter.extend_errors(summary.errors[reported:])
@@ -455,9 +482,10 @@ def trace_ingest_job_run(job: Job, reporter: JobReporter) -> None:
     if not (summary.calls or summary.compactions or summary.skipped_files):
         # Not a success: nothing was loaded, and the upload was not loaded before either.
         raise InputError(
-            "No data: no file of this upload held calls that could be read; the reasons are listed below."
+            f"{JOB_NO_DATA_PREFIX} no file of this upload held calls that could be read; "
+            "the reasons are listed below."
             if summary.errors
-            else "No data: this upload holds no model calls."
+            else f"{JOB_NO_DATA_PREFIX} this upload holds no model calls."
         )
 
 

@@ -6,6 +6,8 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+import numfmt
+
 register = template.Library()
 
 
@@ -25,26 +27,22 @@ def lines(instruction):
 @register.filter
 def pp(value, digits=1):
     """0.0621 → '+6.2 pp' (a difference of proportions in percentage points)."""
-    if value is None:
-        return "–"
-    return f"{100 * float(value):+.{int(digits)}f} pp".replace("-", "−")
+    return numfmt.points(value, int(digits))
 
 
 @register.filter
 def ci_pp(interval, digits=1):
     """[lo, hi] → '−11.9 to −0.5 pp'."""
     if not interval:
-        return "–"
-    low, high = interval[0], interval[1]
-    return (
-        f"{100 * float(low):+.{int(digits)}f} to {100 * float(high):+.{int(digits)}f} pp"
-    ).replace("-", "−")
+        return numfmt.DASH
+    low, high = (numfmt.points(bound, int(digits)) for bound in interval[:2])
+    return f"{low[:-3]} to {high}"
 
 
 @register.filter
 def pvalue(value):
     if value is None:
-        return "–"
+        return numfmt.DASH
     value = float(value)
     if value < 0.001:
         return "< .001"
@@ -53,21 +51,19 @@ def pvalue(value):
 
 @register.filter
 def share(value, digits=0):
-    if value is None:
-        return "–"
-    return f"{100 * float(value):.{int(digits)}f}%"
+    """0.42 → '42%'."""
+    return numfmt.percent(value, int(digits))
 
 
 @register.filter
 def signed_pct(value, digits=0):
-    if value is None:
-        return "–"
-    return f"{100 * float(value):+.{int(digits)}f}%".replace("-", "−")
+    """0.12 → '+12%'."""
+    return numfmt.signed_percent(value, int(digits))
 
 
 @register.filter
 def points(value):
     """0.15 → '15' (a bound in percentage points, without a sign)."""
     if value is None:
-        return "–"
-    return f"{100 * float(value):.1f}".rstrip("0").rstrip(".")
+        return numfmt.DASH
+    return numfmt.number(100 * float(value), 3)

@@ -25,6 +25,7 @@ SECTIONS = {
     "cycle-parameters": ["cycle_parameters", "cycle", "task_types"],
     "reference-coverage": ["coverage"],
     "incidents": ["incidents"],
+    "post-compaction": ["post_compaction"],
 }
 FILTER_PARAMETERS = [
     OpenApiParameter("started_after", str, description="YYYY-MM-DD (call date)"),

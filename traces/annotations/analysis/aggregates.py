@@ -17,6 +17,7 @@ import numpy as np
 from scipy.stats import binom
 from statsmodels.stats.proportion import proportion_confint
 
+import numfmt
 from traces.annotations.analysis.agreement import DEFAULT_WINDOW, Rating, run_agreement
 from traces.annotations.analysis.classes import CLASS_SLUGS
 
@@ -76,16 +77,6 @@ def resolve(marks: Iterable[MarkPoint], *, window: int = DEFAULT_WINDOW) -> Reso
     return Resolution(resolved, disputed, len(by_run), dict(how))
 
 
-def format_tokens(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if value >= 1_000_000:
-        return f"{value / 1_000_000:.2f}M"
-    if value >= 1000:
-        return f"{value / 1000:.0f}k" if value >= 10_000 else f"{value / 1000:.1f}k"
-    return f"{value:.0f}"
-
-
 @dataclass(frozen=True)
 class Band:
     lower: int
@@ -98,7 +89,7 @@ class Band:
 
     @property
     def label(self) -> str:
-        return f"{format_tokens(self.lower)}–{format_tokens(self.upper)}"
+        return f"{numfmt.tokens(self.lower)}–{numfmt.tokens(self.upper)}"
 
 
 @dataclass(frozen=True)
@@ -242,7 +233,7 @@ def compare_with_lab(
         low, high = proportion_confint(below, n, alpha=1 - level, method="wilson")
         share_ci = (float(low), float(high))
         share_text += f" ({below / n:.0%}, {level:.0%} CI {low:.0%}–{high:.0%})"
-    ref_text = f"the lab's {kind} of {format_tokens(reference)} ({family})"
+    ref_text = f"the lab's {kind} of {numfmt.tokens(reference)} ({family})"
     if dist.median_ci is None:
         statement = (
             f"Too few annotated runs (n = {n}) for a {level:.0%} interval of the median; "
@@ -253,8 +244,8 @@ def compare_with_lab(
         )
     low, high = dist.median_ci
     median_text = (
-        f"the median context at first divergence is {format_tokens(dist.median)} "
-        f"({dist.median_ci_level:.1%} CI {format_tokens(low)}–{format_tokens(high)}, n = {n} runs)"
+        f"the median context at first divergence is {numfmt.tokens(dist.median)} "
+        f"({dist.median_ci_level:.1%} CI {numfmt.tokens(low)}–{numfmt.tokens(high)}, n = {n} runs)"
     )
     if high < reference:
         verdict = EARLIER

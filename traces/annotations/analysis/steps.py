@@ -1,7 +1,7 @@
 """Steps of the trace viewer, built from call rows and their stored text (CallText). Pure.
 
-A step is one deduplicated call: its numbers (context, tokens added, output), the prompt that
-preceded it, its assistant text, thinking and tool calls with arguments, and each tool's
+A step is one deduplicated call: its numbers (context, tokens added, output), the compaction
+summary and the prompt that preceded it, its assistant text, thinking and tool calls with arguments, and each tool's
 result. Long parts are cut to a preview; the viewer fetches the whole part on request. Text
 stays text: the templates escape it, and Markdown code fences become code segments shown
 monospaced (nothing is ever rendered as HTML).
@@ -19,6 +19,8 @@ PREVIEW_CHARS = 1200
 PREVIEW_LINES = 16
 RESULT_PREVIEW_CHARS = 700
 RESULT_PREVIEW_LINES = 10
+SUMMARY_PREVIEW_CHARS = 3000  # a compaction summary is read whole more often than not
+SUMMARY_PREVIEW_LINES = 40
 SPAWN_TOOLS = {"Task", "Agent"}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`]*)[^\n]*$")
@@ -143,6 +145,7 @@ class Step:
     blocks: list[Block]
     has_text: bool
     tool_names: list[str] = field(default_factory=list)
+    summary: Preview | None = None  # the compaction summary the call continued from
 
 
 _SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
@@ -184,9 +187,9 @@ def full_part(text: dict | None, key: str) -> str | None:
     """The whole text of one part named by its preview key, or None when there is no such part."""
     if not text:
         return None
-    if key == "prompt":
-        prompt = text.get("prompt")
-        return prompt if isinstance(prompt, str) else None
+    if key in {"prompt", "summary"}:
+        value = text.get(key)
+        return value if isinstance(value, str) else None
     kind, _, rest = key.partition(":")
     blocks = text.get("blocks") or []
     if kind in {"text", "thinking"} and rest.isdigit():
@@ -255,6 +258,7 @@ def build_step(
                 )
             )
     prompt = (text or {}).get("prompt")
+    summary = (text or {}).get("summary")
     added = None if row.previous_context is None else row.context - row.previous_context
     return Step(
         call_index=row.call_index,
@@ -272,4 +276,9 @@ def build_step(
         blocks=blocks,
         has_text=text is not None,
         tool_names=tool_names,
+        summary=preview(
+            "summary", summary, chars=SUMMARY_PREVIEW_CHARS, lines=SUMMARY_PREVIEW_LINES
+        )
+        if isinstance(summary, str) and summary.strip()
+        else None,
     )
