@@ -2,7 +2,7 @@
 
 from governance.models import Role
 from governance.navigation import menu_for
-from governance.selectors import memberships_for_user
+from governance.selectors import invitations_pending_for_user, memberships_for_user
 
 
 def workspace(request):
@@ -19,4 +19,6 @@ def workspace(request):
         "is_admin": membership.has_role(Role.ADMIN),
         "nav_menu": menu_for(workspace=current, role=membership.role, current_path=request.path),
         "other_memberships": memberships_for_user(user=request.user).exclude(workspace=current),
+        # A callable: the query runs only where a full page shows the banner.
+        "pending_invitation_count": lambda: invitations_pending_for_user(user=request.user).count(),
     }

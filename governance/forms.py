@@ -4,10 +4,17 @@ from django import forms
 
 from governance.models import Role
 
+ROLE_CHOICES = [(role.label, role.label.title()) for role in Role]
 
-class MemberForm(forms.Form):
-    username = forms.CharField(max_length=150)
-    role = forms.ChoiceField(choices=[(role.label, role.label.title()) for role in Role])
+
+class InvitationForm(forms.Form):
+    invitee = forms.CharField(max_length=254, label="Username or e-mail")
+    role = forms.ChoiceField(choices=ROLE_CHOICES)
+
+
+class MemberRoleForm(forms.Form):
+    member = forms.IntegerField(widget=forms.HiddenInput)
+    role = forms.ChoiceField(choices=ROLE_CHOICES)
 
 
 class TokenForm(forms.Form):

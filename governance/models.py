@@ -232,3 +232,64 @@ class AuditEvent(WorkspaceOwned):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.object_type}:{self.object_id}"
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    DECLINED = "declined"
+    REVOKED = "revoked"
+
+
+class Invitation(WorkspaceOwned):
+    """An admin's offer of a role to whoever signs in as `invitee` (a username or an e-mail
+    address). Only the invitee's acceptance creates the membership."""
+
+    LIFETIME = timedelta(days=14)
+
+    invitee = models.CharField(
+        max_length=254, help_text="A username, or an e-mail address (kept in lower case)."
+    )
+    role = models.PositiveSmallIntegerField(choices=Role.choices)
+    status = models.CharField(
+        max_length=16, choices=InvitationStatus.choices, default=InvitationStatus.PENDING
+    )
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    answered_at = models.DateTimeField(null=True, blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who accepted, declined or revoked it.",
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "invitee"],
+                condition=models.Q(status="pending"),
+                name="one_pending_invitation",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(role__in=Role.values), name="invitation_valid_role"
+            ),
+        ]
+        indexes = [models.Index(fields=["invitee", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.invitee} to {self.workspace} as {self.get_role_display()}"
+
+    @property
+    def is_expired(self) -> bool:
+        return self.status == InvitationStatus.PENDING and self.expires_at <= timezone.now()
+
+    @property
+    def state_label(self) -> str:
+        return "expired" if self.is_expired else self.status

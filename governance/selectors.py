@@ -1,4 +1,4 @@
-"""Reads for the core: memberships, workspaces a user can see, jobs and the audit log."""
+"""Reads for the core: memberships, invitations, workspaces a user can see, jobs and the audit log."""
 
 from __future__ import annotations
 
@@ -6,8 +6,18 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, OuterRef, QuerySet
 from django.http import Http404
+from django.utils import timezone
 
-from governance.models import ApiToken, AuditEvent, Job, Membership, Role, Workspace
+from governance.models import (
+    ApiToken,
+    AuditEvent,
+    Invitation,
+    InvitationStatus,
+    Job,
+    Membership,
+    Role,
+    Workspace,
+)
 
 
 def memberships_for_user(*, user) -> QuerySet[Membership]:
@@ -76,6 +86,46 @@ def job_get(*, workspace: Workspace, pk: int) -> Job:
 
 def audit_events_for(*, workspace: Workspace) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(workspace=workspace).select_related("actor")
+
+
+def invitee_names(*, user) -> list[str]:
+    """What an invitation may name to reach this user: the username, the e-mail address."""
+    names = [user.get_username()]
+    if "@" in names[0]:
+        names.append(names[0].lower())
+    if getattr(user, "email", ""):
+        names.append(user.email.lower())
+    return names
+
+
+def invitations_for_user(*, user) -> QuerySet[Invitation]:
+    """Every invitation addressed to the user, whatever its state."""
+    if not getattr(user, "is_authenticated", False):
+        return Invitation.objects.none()
+    return Invitation.objects.filter(invitee__in=invitee_names(user=user)).select_related(
+        "workspace", "invited_by"
+    )
+
+
+def invitations_pending_for_user(*, user) -> QuerySet[Invitation]:
+    return invitations_for_user(user=user).filter(
+        status=InvitationStatus.PENDING, expires_at__gt=timezone.now()
+    )
+
+
+def invitation_for_user(*, user, pk) -> Invitation:
+    """One of the user's invitations; 404 for anyone else's."""
+    invitation = invitations_for_user(user=user).filter(pk=pk).first()
+    if invitation is None:
+        raise Http404("No such invitation for you.")
+    return invitation
+
+
+def invitations_open_for_workspace(*, workspace: Workspace) -> QuerySet[Invitation]:
+    """Invitations not yet answered or revoked (expired ones included, marked as such)."""
+    return Invitation.objects.filter(
+        workspace=workspace, status=InvitationStatus.PENDING
+    ).select_related("invited_by")
 
 
 # --- what waits for a member --------------------------------------------------

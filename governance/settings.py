@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -84,6 +85,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    "csp",
     "governance",
     "traces",
     "traces.analytics",
@@ -96,6 +98,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "governance.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -341,6 +344,28 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", not DEBUG)
 if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+
+# Content-Security-Policy (django-csp) on every response: scripts, styles, fonts and fetches
+# come from this origin only, and no inline script runs. Plotly's and htmx's own <style>
+# injections are turned off (see templates/includes/plotly_js.html and base.html), so no
+# <style> element needs 'unsafe-inline' or a nonce either; app.js routes plotly's few
+# setAttribute("style") calls through CSSOM. Chart exports draw through data: and blob:
+# images. The one exception, style attributes on DRF's browsable API pages, is in
+# governance.middleware. tests/governance/test_csp_browser.py walks every page under it.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:", "blob:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    }
+}
 
 # Every handler carries the secrets filter. Django's own handlers (DEFAULT_LOGGING's
 # "console" for django.* under DEBUG, "django.server" for runserver) are replaced by

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, login_required
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from governance import views
 
@@ -41,6 +41,7 @@ urlpatterns = [
     path("accounts/login/", login_not_required(auth_views.LoginView.as_view()), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("workspaces/switch/", views.workspace_switch, name="workspace_switch"),
+    path("invitations/", views.InvitationsView.as_view(), name="invitations"),
     path("w/<slug:workspace>/", include(workspace_pages)),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -48,7 +49,11 @@ urlpatterns = [
     # login middleware and would answer a bare 401).
     path(
         "api/docs/",
-        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        login_required(
+            SpectacularSwaggerSplitView.as_view(
+                url_name="api-schema", template_name="governance/swagger_ui.html"
+            )
+        ),
         name="api-docs",
     ),
     path("", include("traces.otlp_urls")),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import django_filters
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -18,11 +17,11 @@ from django.views.generic import TemplateView
 from django_htmx.http import HttpResponseStopPolling
 
 from governance import forms, selectors, services
-from governance.errors import DomainError
+from governance.errors import DomainError, InputError
 from governance.filters import SORT_PARAM, AuditEventFilter, JobFilter
 from governance.htmx import htmx_partial, render_region
 from governance.jobs import sections_for
-from governance.models import ApiToken, Role
+from governance.models import ApiToken, Membership, Role
 from governance.selectors import membership_get, memberships_for_user
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -160,7 +159,8 @@ def home(request):
     """Send the user to their last workspace, or explain that they have none."""
     memberships = list(memberships_for_user(user=request.user))
     if not memberships:
-        return render(request, "governance/no_workspace.html", status=200)
+        invitations = selectors.invitations_pending_for_user(user=request.user)
+        return render(request, "governance/no_workspace.html", {"invitations": invitations})
     preferred = request.session.get("workspace")
     chosen = next((m for m in memberships if m.workspace.slug == preferred), memberships[0])
     return redirect("dashboard", workspace=chosen.workspace.slug)
@@ -234,49 +234,128 @@ class AuditLogView(WorkspaceListView):
 
 
 class MembersView(WorkspaceTemplateView):
-    """Members and their roles. Everyone sees the list; admins add, re-role and remove."""
+    """Members and their roles. Everyone sees the list; admins invite, re-role and remove,
+    and see the open invitations."""
 
     template_name = "governance/members.html"
     write_role = Role.ADMIN
 
     def get_context_data(self, **kwargs):
+        is_admin = self.membership.has_role(Role.ADMIN)
         return super().get_context_data(
             members=selectors.workspace_members(workspace=self.workspace),
-            roles=[role.label for role in Role],
+            invitations=(
+                selectors.invitations_open_for_workspace(workspace=self.workspace)
+                if is_admin
+                else []
+            ),
+            role_choices=forms.ROLE_CHOICES,
+            form=kwargs.pop("form", forms.InvitationForm()),
             **kwargs,
         )
 
     def post(self, request, *args, **kwargs):
+        back = redirect("members", workspace=self.workspace.slug)
         if "remove" in request.POST:
-            membership = (
-                selectors.workspace_members(workspace=self.workspace)
-                .filter(pk=request.POST["remove"])
-                .first()
-            )
-            if membership is None:
-                raise Http404("No such member.")
+            membership = self._member(request.POST["remove"])
             if membership.user == request.user:
                 messages.error(request, "You cannot remove yourself.")
             else:
                 services.membership_remove(membership=membership, actor=request.user)
                 messages.success(request, f"Removed {membership.user.username}.")
-            return redirect("members", workspace=self.workspace.slug)
-        form = forms.MemberForm(request.POST)
+            return back
+        if "revoke" in request.POST:
+            invitation = (
+                selectors.invitations_open_for_workspace(workspace=self.workspace)
+                .filter(pk=_int_or_none(request.POST["revoke"]))
+                .first()
+            )
+            if invitation is None:
+                raise Http404("No such open invitation.")
+            services.invitation_revoke(invitation=invitation, actor=request.user)
+            messages.success(request, f"Revoked the invitation of {invitation.invitee}.")
+            return back
+        if "member" in request.POST:
+            role_form = forms.MemberRoleForm(request.POST)
+            if not role_form.is_valid():
+                messages.error(request, "Choose one of the roles.")
+                return back
+            membership = self._member(role_form.cleaned_data["member"])
+            role = Role.from_name(role_form.cleaned_data["role"])
+            services.membership_set(
+                workspace=self.workspace, user=membership.user, role=role, actor=request.user
+            )
+            messages.success(request, f"{membership.user.username} is now {role.label}.")
+            return back
+        form = forms.InvitationForm(request.POST)
         if form.is_valid():
-            user = get_user_model().objects.filter(username=form.cleaned_data["username"]).first()
-            if user is None:
-                form.add_error("username", "No user with this username. Ask them to sign up first.")
-            else:
-                services.membership_set(
+            try:
+                invitation = services.invitation_create(
                     workspace=self.workspace,
-                    user=user,
+                    invitee=form.cleaned_data["invitee"],
                     role=Role.from_name(form.cleaned_data["role"]),
                     actor=request.user,
                 )
-                messages.success(request, f"{user.username} is now {form.cleaned_data['role']}.")
-                return redirect("members", workspace=self.workspace.slug)
-        context = self.get_context_data(form=form)
-        return render(request, self.template_name, context, status=400)
+            except InputError as exc:
+                form.add_error("invitee", exc.message)
+            else:
+                # The same answer whether or not such a user exists.
+                messages.success(
+                    request,
+                    f"Invited {invitation.invitee} as {invitation.get_role_display()}. They "
+                    "see the invitation when they sign in; it expires on "
+                    f"{invitation.expires_at:%Y-%m-%d}.",
+                )
+                return back
+        return render(request, self.template_name, self.get_context_data(form=form), status=400)
+
+    def _member(self, pk) -> Membership:
+        membership = (
+            selectors.workspace_members(workspace=self.workspace)
+            .filter(pk=_int_or_none(pk))
+            .first()
+        )
+        if membership is None:
+            raise Http404("No such member.")
+        return membership
+
+
+def _int_or_none(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class InvitationsView(View):
+    """The signed-in user's open invitations, to accept or decline."""
+
+    template_name = "governance/invitations.html"
+
+    def get(self, request):
+        invitations = selectors.invitations_pending_for_user(user=request.user)
+        return render(request, self.template_name, {"invitations": invitations})
+
+    def post(self, request):
+        accept = "accept" in request.POST
+        invitation = selectors.invitation_for_user(
+            user=request.user, pk=_int_or_none(request.POST.get("accept" if accept else "decline"))
+        )
+        try:
+            if accept:
+                membership = services.invitation_accept(invitation=invitation, user=request.user)
+            else:
+                services.invitation_decline(invitation=invitation, user=request.user)
+        except DomainError as exc:
+            messages.error(request, exc.message)
+            return redirect("invitations")
+        workspace = invitation.workspace
+        if not accept:
+            messages.info(request, f"You declined the invitation to {workspace.name}.")
+            return redirect("invitations")
+        request.session["workspace"] = workspace.slug
+        messages.success(request, f"You joined {workspace.name} as {Role(membership.role).label}.")
+        return redirect("dashboard", workspace=workspace.slug)
 
 
 class TokensView(WorkspaceTemplateView):

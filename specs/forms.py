@@ -318,11 +318,13 @@ class PackageForm(forms.Form):
         help_text="The authoritative version the package pins. Only authoritative versions can "
         "be pinned.",
     )
-    trace_session = forms.IntegerField(
+    trace_session = forms.CharField(
         required=False,
-        min_value=1,
-        label="Trace session id",
-        help_text="The session this package restarts (optional).",
+        max_length=500,
+        label="Trace session",
+        help_text="The session this package restarts (optional): the start of its id, or words "
+        "from its title or project.",
+        widget=forms.TextInput(attrs={"list": "trace-session-options", "autocomplete": "off"}),
     )
     remote = forms.CharField(
         max_length=500,

@@ -12,6 +12,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
+from governance.errors import InputError
 from governance.htmx import render_region
 from governance.models import Role
 from governance.selectors import workspace_members
@@ -693,7 +694,19 @@ class PackageCreateView(WorkspaceTemplateView):
         return selectors.authoritative_versions(workspace=self.workspace)
 
     def get(self, request, *args, **kwargs):
+        if "suggest" in request.GET:  # the trace-session suggestions, as the user types
+            options = selectors.trace_sessions_matching(
+                workspace=self.workspace, text=request.GET.get("trace_session", "")
+            )
+            return render_region(
+                request, self.template_name, "session_options", {"session_options": options}
+            )
         prefill = selectors.restart_package_prefill(workspace=self.workspace, params=request.GET)
+        if prefill.initial.get("trace_session"):  # a prefill names the session by its pk
+            session = selectors.trace_session_for(
+                workspace=self.workspace, pk=prefill.initial["trace_session"]
+            )
+            prefill.initial["trace_session"] = session.external_id if session else ""
         form = forms.PackageForm(initial=prefill.initial, versions=self.versions())
         if prefill.verification_rows is not None:
             form.verification_rows = prefill.verification_rows
@@ -702,13 +715,19 @@ class PackageCreateView(WorkspaceTemplateView):
 
     def context(self, form, prefill_notes=(), **extra):
         session = None
-        session_id = form["trace_session"].value()
-        if session_id:
-            session = selectors.trace_session_for(workspace=self.workspace, pk=session_id)
+        text = form["trace_session"].value() or ""
+        if text and "trace_session" not in form.errors:
+            try:
+                session = selectors.trace_session_resolve(workspace=self.workspace, text=text)
+            except InputError:
+                pass
         return {
             "form": form,
             "prefill_notes": prefill_notes,
             "session": session,
+            "session_options": selectors.trace_sessions_matching(
+                workspace=self.workspace, text=text
+            ),
             "indicator_help": {slug: text for slug, (_, text) in INDICATORS.items()},
             "verification_rows": form.verification_rows or [_blank_verification(0)],
             "discrepancy_rows": form.discrepancy_rows or [_blank_discrepancy(0)],
@@ -733,13 +752,12 @@ class PackageCreateView(WorkspaceTemplateView):
             data = form.cleaned_data
             session = None
             if data.get("trace_session"):
-                session = selectors.trace_session_for(
-                    workspace=self.workspace, pk=data["trace_session"]
-                )
-                if session is None:
-                    form.add_error(
-                        "trace_session", "No trace session with this id in this workspace."
+                try:
+                    session = selectors.trace_session_resolve(
+                        workspace=self.workspace, text=data["trace_session"]
                     )
+                except InputError as exc:
+                    form.add_error("trace_session", exc.message)
             version = self.versions().filter(pk=_int_or_none(data["spec_version"])).first()
             if version is None:
                 form.add_error("spec_version", "Choose an authoritative version.")

@@ -4,7 +4,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 
-from governance.models import ApiToken, AuditEvent, Job, Membership, Role, Workspace
+from governance.models import ApiToken, AuditEvent, Invitation, Job, Membership, Role, Workspace
 
 
 class NamedChoiceField(serializers.ChoiceField):
@@ -83,8 +83,22 @@ class MembershipSerializer(serializers.ModelSerializer):
         fields = ["id", "username", "role", "created_at"]
 
 
-class MembershipCreateSerializer(serializers.Serializer):
-    username = serializers.CharField()
+class MembershipRoleSerializer(serializers.Serializer):
+    role = RoleField()
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    role = RoleField(read_only=True)
+    state = serializers.CharField(source="state_label", read_only=True)
+    invited_by = serializers.CharField(source="invited_by.username", default=None, read_only=True)
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "invitee", "role", "state", "invited_by", "created_at", "expires_at"]
+
+
+class InvitationCreateSerializer(serializers.Serializer):
+    invitee = serializers.CharField(max_length=254, help_text="A username or an e-mail address.")
     role = RoleField()
 
 

@@ -9,6 +9,7 @@ router = SimpleRouter()
 router.register("jobs", views.JobViewSet, basename="job")
 router.register("audit-events", views.AuditEventViewSet, basename="audit-event")
 router.register("members", views.MembershipViewSet, basename="member")
+router.register("invitations", views.InvitationViewSet, basename="invitation")
 router.register("tokens", views.ApiTokenViewSet, basename="token")
 
 urlpatterns = [

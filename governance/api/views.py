@@ -1,7 +1,5 @@
-"""Core API: the current workspace, jobs, members, tokens and the audit log."""
+"""Core API: the current workspace, jobs, members, invitations, tokens and the audit log."""
 
-from django.contrib.auth import get_user_model
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -10,9 +8,21 @@ from rest_framework.views import APIView
 
 from governance import services
 from governance.api import serializers
-from governance.api.viewsets import WorkspaceReadOnlyViewSet, WorkspaceScopedMixin
+from governance.api.viewsets import (
+    WorkspaceReadOnlyViewSet,
+    WorkspaceScopedMixin,
+    WorkspaceViewSet,
+)
 from governance.filters import JobFilter
-from governance.models import ApiToken, AuditEvent, Job, Membership, Role
+from governance.models import (
+    ApiToken,
+    AuditEvent,
+    Invitation,
+    InvitationStatus,
+    Job,
+    Membership,
+    Role,
+)
 
 
 class CurrentWorkspaceView(APIView):
@@ -50,31 +60,65 @@ class MembershipViewSet(
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
-    """Members of the workspace. Admins add, re-role and remove them."""
+    """Members of the workspace. Admins change roles and remove members; new members come
+    in through invitations (`/invitations/`), which they accept themselves."""
 
     queryset = Membership.objects.select_related("user")
     serializer_class = serializers.MembershipSerializer
     write_role = Role.ADMIN
 
     @extend_schema(
-        request=serializers.MembershipCreateSerializer, responses=serializers.MembershipSerializer
+        request=serializers.MembershipRoleSerializer, responses=serializers.MembershipSerializer
     )
-    def create(self, request):
-        payload = serializers.MembershipCreateSerializer(data=request.data)
+    def partial_update(self, request, pk=None):
+        membership = self.get_object()
+        payload = serializers.MembershipRoleSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        user = get_object_or_404(get_user_model(), username=payload.validated_data["username"])
         membership = services.membership_set(
             workspace=request.workspace,
-            user=user,
+            user=membership.user,
+            role=payload.validated_data["role"],
+            actor=request.user,
+        )
+        return Response(serializers.MembershipSerializer(membership).data)
+
+    def perform_destroy(self, instance):
+        services.membership_remove(membership=instance, actor=self.request.user)
+
+
+class InvitationViewSet(WorkspaceViewSet):
+    """Open invitations (admins only). The answer to an invitation is the same whether or
+    not its invitee is a user of this instance; the invitee accepts in the browser."""
+
+    queryset = Invitation.objects.filter(status=InvitationStatus.PENDING).select_related(
+        "invited_by"
+    )
+    serializer_class = serializers.InvitationSerializer
+    read_role = Role.ADMIN
+    write_role = Role.ADMIN
+
+    @extend_schema(
+        request=serializers.InvitationCreateSerializer,
+        responses={201: serializers.InvitationSerializer},
+    )
+    def create(self, request):
+        payload = serializers.InvitationCreateSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        invitation = services.invitation_create(
+            workspace=request.workspace,
+            invitee=payload.validated_data["invitee"],
             role=payload.validated_data["role"],
             actor=request.user,
         )
         return Response(
-            serializers.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED
+            serializers.InvitationSerializer(invitation).data, status=status.HTTP_201_CREATED
         )
 
-    def perform_destroy(self, instance):
-        services.membership_remove(membership=instance, actor=self.request.user)
+    @extend_schema(request=None, responses=serializers.InvitationSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        invitation = services.invitation_revoke(invitation=self.get_object(), actor=request.user)
+        return Response(serializers.InvitationSerializer(invitation).data)
 
 
 class ApiTokenViewSet(

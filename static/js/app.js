@@ -2,6 +2,19 @@
 (function () {
   "use strict";
 
+  // plotly.js sets a few SVG styles with setAttribute("style", …) (tick-label superscripts,
+  // heatmap pixels), which the Content-Security-Policy blocks as inline style. The same
+  // declarations set through CSSOM are allowed, so scripts' SVG style attributes go there;
+  // a style="…" in markup stays blocked.
+  var setAttribute = Element.prototype.setAttribute;
+  SVGElement.prototype.setAttribute = function (name, value) {
+    if (String(name).toLowerCase() === "style") {
+      this.style.cssText = String(value);
+      return;
+    }
+    setAttribute.call(this, name, value);
+  };
+
   // Draw each <div data-figure="ID"> from the JSON in <script id="ID" type="application/json">.
   function drawFigures(root) {
     if (typeof window.Plotly === "undefined") return;
@@ -80,4 +93,36 @@
     if (!event.target.closest("[data-dismiss-request-error]")) return;
     document.getElementById("request-error").hidden = true;
   });
+
+  // <form data-confirm="Question?"> asks before it is sent (an inline onsubmit would be
+  // blocked by the Content-Security-Policy). Without JavaScript the form is sent as it is.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.matches && form.matches("form[data-confirm]") && !window.confirm(form.dataset.confirm)) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+    }
+  }, true);
+
+  // A polling notice marked data-reload-when-done reloads the whole page once the server's
+  // answer no longer holds it: the work is done, and the page's figures need a full load.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var source = event.detail.requestConfig && event.detail.requestConfig.elt;
+    if (!source || !source.hasAttribute || !source.hasAttribute("data-reload-when-done")) return;
+    if (!event.detail.xhr || event.detail.xhr.status !== 200) return;
+    var answer = new DOMParser().parseFromString(event.detail.serverResponse, "text/html");
+    if (answer.querySelector("[data-reload-when-done]")) return;
+    event.detail.shouldSwap = false;
+    window.location.reload();
+  });
+
+  // Proportions from data-flex="N" (a style="flex: N" would be blocked by the
+  // Content-Security-Policy); without JavaScript the parts share the width equally.
+  function applyFlex(root) {
+    (root || document).querySelectorAll("[data-flex]").forEach(function (el) {
+      el.style.flex = el.dataset.flex;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { applyFlex(document); });
+  document.addEventListener("htmx:afterSettle", function (event) { applyFlex(event.target); });
 })();

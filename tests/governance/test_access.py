@@ -168,31 +168,41 @@ def test_api_without_credentials_is_401_not_a_redirect(db):
 
 def test_roles_are_checked_on_the_server(client_for, api_for, workspace, members):
     # Only admins manage members, through the page and the API.
+    viewer = members["viewer"].memberships.get(workspace=workspace)
     for role in ["viewer", "editor", "reviewer"]:
         response = client_for(role).post(
-            f"/w/{workspace.slug}/settings/members/", {"username": "viewer-a", "role": "admin"}
+            f"/w/{workspace.slug}/settings/members/", {"member": viewer.pk, "role": "admin"}
         )
         assert response.status_code == 403
         assert (
             api_for(role)
-            .post("/api/v1/members/", {"username": "viewer-a", "role": "admin"})
+            .patch(f"/api/v1/members/{viewer.pk}/", {"role": "admin"}, format="json")
             .status_code
             == 403
         )
     assert members["viewer"].memberships.get(workspace=workspace).role == Role.VIEWER
     response = client_for("admin").post(
-        f"/w/{workspace.slug}/settings/members/", {"username": "viewer-a", "role": "editor"}
+        f"/w/{workspace.slug}/settings/members/", {"member": viewer.pk, "role": "editor"}
     )
     assert response.status_code == 302
     assert members["viewer"].memberships.get(workspace=workspace).role == Role.EDITOR
+    response = api_for("admin").patch(
+        f"/api/v1/members/{viewer.pk}/", {"role": "reviewer"}, format="json"
+    )
+    assert response.status_code == 200 and response.json()["role"] == "reviewer"
 
 
-def test_member_form_validates_inline(client_for, workspace):
+def test_invitation_form_validates_inline(client_for, workspace):
     response = client_for("admin").post(
-        f"/w/{workspace.slug}/settings/members/", {"username": "ghost", "role": "editor"}
+        f"/w/{workspace.slug}/settings/members/", {"invitee": "two words", "role": "editor"}
     )
     assert response.status_code == 400
-    assert b"No user with this username" in response.content
+    assert b"A username or an e-mail address has no spaces" in response.content
+    response = client_for("admin").post(
+        f"/w/{workspace.slug}/settings/members/", {"invitee": "viewer-a", "role": "editor"}
+    )
+    assert response.status_code == 400
+    assert b"viewer-a is already a member" in response.content
 
 
 def test_csrf_protects_forms(members, workspace):

@@ -3,6 +3,7 @@
 import pytest
 
 from governance import errors
+from governance.models import Membership
 
 pytestmark = pytest.mark.django_db
 
@@ -51,8 +52,9 @@ def test_a_domain_error_after_a_page_write_reshows_the_page_with_a_flash(
         raise errors.Forbidden("Only the owner may change roles today.")
 
     monkeypatch.setattr("governance.services.membership_set", refuse)
+    viewer = Membership.objects.get(workspace=workspace, user__username="viewer-a")
     response = client_for("admin").post(
-        f"/w/{workspace.slug}/settings/members/", {"username": "viewer-a", "role": "editor"}
+        f"/w/{workspace.slug}/settings/members/", {"member": viewer.pk, "role": "editor"}
     )
     assert response.status_code == 403
     html = response.content.decode()

@@ -340,7 +340,7 @@ def test_builder_prefill_from_query_parameters(
         f"{W}/restart-packages/new/?session={session.pk}&indicators=superseded-assumption,conflicting-summaries,nope&spec_version={v1.pk}"
     ).content.decode()
     assert f'<option value="{v1.pk}" selected>' in page
-    assert f'name="trace_session" value="{session.pk}"' in page
+    assert 'name="trace_session" value="abc"' in page
     assert 'name="branch" value="fix/retry"' in page
     assert 'value="superseded-assumption" id="id_indicators_2" checked' in page
     assert 'value="conflicting-summaries" id="id_indicators_3" checked' in page
