@@ -63,6 +63,11 @@ def test_api_returns_numbers_or_202_with_the_job(corpus, api_for, run_on_commit)
     again = api.get("/api/v1/analytics/growth/?task_type=building")
     assert again.status_code == 200 and again.json()["filters"]["task_type"] == "building"
     assert api.get("/api/v1/analytics/growth/?started_after=yesterday").status_code == 400
+    with run_on_commit():
+        assert api.get("/api/v1/analytics/cost-curve/?exclude_forks=true").status_code == 202
+    no_forks = api.get("/api/v1/analytics/cost-curve/?exclude_forks=true").json()
+    assert no_forks["filters"]["exclude_forks"] is True
+    assert 0 < no_forks["n_calls"] <= body["n_calls"]
 
 
 def test_calculator_api_reproduces_the_seed_and_rejects_bad_input(api_for):
