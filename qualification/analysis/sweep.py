@@ -222,6 +222,7 @@ class SweepResult:
     trials: int
     params: dict
     methods: dict = field(default_factory=dict)
+    weakest_family_reason: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -536,6 +537,7 @@ def analyse_sweep(
             lower_ecl_tokens=r.ecl_lower_tokens,
             knee_tokens=r.knee_tokens,
             refused=bool(r.refusals),
+            lower_bounds={s.tokens: s.lower_bound for s in r.strata},
         )
         for r in results
         if r.family in limit_families
@@ -567,6 +569,7 @@ def analyse_sweep(
         trials=len(frame),
         params=params.as_dict(),
         methods=METHOD_NOTES,
+        weakest_family_reason=proposal.weakest_reason,
     )
 
 
