@@ -433,3 +433,17 @@ def test_fork_bound_parameter_flags_subagents_above_it(corpus, workspace):
         assert result["incidents"]["fork_bound"] == bound
         flagged_counts.append(len(flagged))
     assert flagged_counts[0] > flagged_counts[1]
+
+
+def test_what_if_exchange_rate_shows_its_units_and_both_consistent_variants(client_for, workspace):
+    page = (
+        client_for("viewer")
+        .get(
+            f"/w/{workspace.slug}/analytics/what-if/?post_compaction_tokens=65588&growth_per_step=1470"
+            "&summary_tokens=4382&penalty_steps=31&compare_low=232000&compare_high=600000"
+        )
+        .content.decode()
+    )
+    assert "units: tokens per 1,000 productive steps ÷ compactions per 1,000 total steps" in page
+    assert "counting both per 1,000 productive steps" in page
+    assert "counting both per 1,000 total steps" in page
