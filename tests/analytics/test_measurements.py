@@ -19,6 +19,7 @@ from traces.analysis.costs import (
 )
 from traces.analysis.coverage import TouchColumns, coverage, repeat_distances
 from traces.analysis.cycle import CycleParams
+from traces.analytics.selectors import AnalyticsFilters
 from traces.formats.claude_code import ClaudeCodeParser
 from traces.formats.records import CallRecord, CompactionRecord
 from traces.synthetic import CorpusParams, generate_corpus, growth_at
@@ -347,3 +348,17 @@ def test_forked_starts_bend_a_pure_law_into_a_regime_change():
     with_forks.context[forked] += offset
     assert not cost_curve(fresh).regime_change
     assert cost_curve(with_forks).regime_change
+
+
+def test_growth_per_step_is_measured_above_200k_by_default_as_in_the_seed():
+    # Seed 001 §4.2: "a stable 1,470 tokens above 200k". Here 500 a step from 150k to 200k
+    # and 1,470 above, so a cut at 150k would measure 500.
+    contexts = [*range(150_000, 200_000, 500), *range(200_000, 300_000, 1_470)]
+    empty = CompactionColumns(
+        *(np.zeros(0, dtype=t) for t in (np.int64, np.int64, float, float, float, float, object))
+    )
+    measured = cycle_parameters(one_agent(contexts), empty, bootstrap=50)
+    assert measured.growth_from_tokens == 200_000
+    assert measured.growth_per_step.value == pytest.approx(1_470)
+    assert "from 200,000 tokens up" in measured.growth_per_step.method
+    assert AnalyticsFilters().upper_from == 200_000

@@ -305,7 +305,7 @@ def test_cycle_and_sensitivity_state_n_method_filters_and_offer_csv(corpus, clie
     assert (
         f"n = {m['compactions']} compactions (S from {m['post_compaction']['n']}, SUMM from "
         f"{m['summary']['n']}, P from {m['penalty_steps']['n']}) and "
-        f"{m['growth_per_step']['n']:,} steps from 150,000 tokens up (D). Method: f(T) = "
+        f"{m['growth_per_step']['n']:,} steps from 200,000 tokens up (D). Method: f(T) = "
     ) in page
     assert f"evaluated at {len(cycle['model']['curve'])} thresholds from the floor" in page
     assert "held fixed while P takes 12 values" in page and "Method: closed-form T*" in page

@@ -46,7 +46,10 @@ FILTER_PARAMETERS = [
     ),
     OpenApiParameter("band", int, description="band width in tokens (default 25,000)"),
     OpenApiParameter(
-        "upper_from", int, description="D is measured from this context up (default 150,000)"
+        "upper_from",
+        int,
+        description="D is measured on steps starting at this context or above (default 200,000, "
+        "seed 001 §4.2: growth per step is stable above 200k)",
     ),
     OpenApiParameter(
         "fork_bound",
