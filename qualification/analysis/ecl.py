@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import isotonic_regression
+
+from qualification.analysis.intervals import task_clustered_interval
 
 ECL_WITHIN = "within_range"
 ECL_AT_LEAST_LARGEST = "at_least_largest"
@@ -138,6 +140,36 @@ def ecl_bootstrap(
         interval_tokens=(tokens(q05), tokens(q95)),
         median_tokens=tokens(q50),
     )
+
+
+def ecl_uncertainty(
+    strata,
+    task_rates: np.ndarray,
+    replicate_means: np.ndarray,
+    theta: float,
+    *,
+    confidences=(0.95,),
+    method: str = "wilson",
+) -> EclUncertainty:
+    """The bootstrap's P(ECL ≥ L) and, per confidence c, the lower ECL.
+
+    The lower ECL is the smaller of the bootstrap's and the fixed-sequence ECL at α = 1 − c on
+    the tasks' Korn–Graubard bounds. The percentile bootstrap alone put its 95% lower ECL above
+    the true ECL in 7.4% of 1,000 simulated sweeps; the fixed-sequence ECL exceeds the truth
+    only if the first stratum below θ passes its test, so it inherits that bound's coverage.
+    """
+    result = ecl_bootstrap(strata, replicate_means, theta, confidences=confidences)
+    rates = np.asarray(task_rates, dtype=float)
+    lower = dict(result.lower_tokens)
+    for confidence in confidences:
+        bounds = [
+            task_clustered_interval(rates[:, j], alpha=1 - confidence, method=method).low
+            for j in range(rates.shape[1])
+        ]
+        tested = fixed_sequence_ecl(strata, bounds, theta).tokens
+        key = f"{confidence:g}"
+        lower[key] = None if tested is None or lower[key] is None else min(lower[key], tested)
+    return replace(result, lower_tokens=lower)
 
 
 GEE_FAR_LOG2 = 64.0  # crossings beyond 2^64 tokens are reported as "never", not computed

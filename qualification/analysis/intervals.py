@@ -79,10 +79,13 @@ class Interval:
 def task_clustered_interval(values, *, alpha: float, method: str = "wilson") -> Interval:
     """Interval for the mean of per-task values in [0, 1] (pass rates or pass^k estimates).
 
-    A t-interval over tasks (METHODS.md §2 (a)), two-sided at 1 − 2·alpha so its lower edge is
-    the one-sided (1 − alpha) bound. When every task has the same value (all pass, all fail)
-    the t-interval collapses; then, and as a cap on the lower edge in every case, the binomial
-    bound over tasks applies: no data on n tasks can certify more than n tasks all passing.
+    Korn & Graubard (1998): Clopper–Pearson on the effective number of tasks,
+    n_eff = p̂(1 − p̂)/var̂(p̂) × (z/t_{n−1})². Two-sided at
+    1 − 2·alpha, so its lower edge is the one-sided (1 − alpha) bound. A t-interval over tasks
+    covered 0.91–0.93 in simulation (40 tasks × 5 repeats); this covers ≥ 0.95. When every task
+    has the same value (all pass, all fail) the variance is unestimable and the `method` bound
+    over tasks applies; it also caps the lower edge in every case: no data on n tasks can
+    certify more than n tasks all passing.
     """
     rates = np.asarray(values, dtype=float)
     rates = rates[~np.isnan(rates)]
@@ -90,15 +93,15 @@ def task_clustered_interval(values, *, alpha: float, method: str = "wilson") -> 
     if n == 0:
         return Interval(None, None, None, 0, "none")
     mean = float(rates.mean())
-    binomial = binomial_interval(mean * n, n, alpha=2 * alpha, method=method)
     spread = float(rates.std(ddof=1)) if n > 1 else 0.0
-    if spread <= 1e-12:
+    if spread <= 1e-12 or not 0 < mean < 1:
+        binomial = binomial_interval(mean * n, n, alpha=2 * alpha, method=method)
         return Interval(mean, binomial[0], binomial[1], n, f"{BINOMIAL_METHODS[method]} over tasks")
-    half = float(stats.t.ppf(1 - alpha, n - 1)) * spread / math.sqrt(n)
+    df_factor = (stats.norm.ppf(1 - alpha) / stats.t.ppf(1 - alpha, n - 1)) ** 2
+    n_eff = mean * (1 - mean) / (spread * spread / n) * df_factor
+    low, high = binomial_interval(mean * n_eff, n_eff, alpha=2 * alpha, method="beta")
     ceiling = binomial_interval(n, n, alpha=2 * alpha, method=method)[0]
-    low = min(max(mean - half, 0.0), ceiling)
-    high = min(mean + half, 1.0)
-    return Interval(mean, low, high, n, "t-interval over per-task rates")
+    return Interval(mean, min(low, ceiling), high, n, "Korn–Graubard over tasks")
 
 
 def mean_t_interval(values, *, alpha: float) -> Interval:

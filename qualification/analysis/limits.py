@@ -4,6 +4,7 @@ operating limit. Plain data in, dataclasses out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numfmt
@@ -72,6 +73,8 @@ class FamilyBasis:
     lower_ecl_tokens: int | None
     knee_tokens: int | None
     refused: bool
+    # The one-sided accuracy lower bound at each tested stratum: breaks ties between families.
+    lower_bounds: dict[int, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ class LimitProposal:
     margin_reason: str
     candidates: list[dict] = field(default_factory=list)
     basis_text: str = ""
+    weakest_reason: str = ""
 
 
 def _basis_text(kind: str, confidence: float) -> str:
@@ -141,8 +145,16 @@ def propose_limit(
             basis, kind = family.knee_tokens, "knee"
         if basis > family.ecl_tokens:
             basis, kind = family.ecl_tokens, "ecl"
-        candidates.append({"family": family.family, "basis_tokens": basis, "basis_kind": kind})
-    weakest = min(candidates, key=lambda c: (c["basis_tokens"], c["family"]))
+        candidates.append(
+            {
+                "family": family.family,
+                "basis_tokens": basis,
+                "basis_kind": kind,
+                "lower_bound": family.lower_bounds.get(basis),
+                "ecl_tokens": family.ecl_tokens,
+            }
+        )
+    weakest, weakest_reason = _weakest(candidates)
     target = weakest["basis_tokens"] * margin_factor
     allowed = [s for s in strata if s <= target + 1e-9]
     kind_text = _basis_text(weakest["basis_kind"], confidence)
@@ -153,7 +165,7 @@ def propose_limit(
             f"No limit: {weakest['family']}'s {kind_text} ({numfmt.tokens(weakest['basis_tokens'])}) "
             f"× {margin_factor:g} = {numfmt.tokens(round(target))} is below the smallest tested "
             "stratum. Test smaller strata.",
-            margin_reason, candidates, kind_text,
+            margin_reason, candidates, kind_text, weakest_reason,
         )  # fmt: skip
     tokens = allowed[-1]
     return LimitProposal(
@@ -163,8 +175,47 @@ def propose_limit(
         f"{numfmt.tokens(weakest['basis_tokens'])}; × {margin_factor:g} = "
         f"{numfmt.tokens(round(target))}, rounded down to the tested stratum "
         f"{numfmt.tokens(tokens)}.",
-        margin_reason, candidates, kind_text,
+        margin_reason, candidates, kind_text, weakest_reason,
     )  # fmt: skip
+
+
+def _weakest(candidates: list[dict]) -> tuple[dict, str]:
+    """The family with the smallest basis; ties go to the lower accuracy bound at the basis,
+    then the smaller point ECL, then the name. Returns it with the reason, naming the rule."""
+
+    def bound(c):
+        return c["lower_bound"] if c["lower_bound"] is not None else math.inf
+
+    ordered = sorted(
+        candidates, key=lambda c: (c["basis_tokens"], bound(c), c["ecl_tokens"], c["family"])
+    )
+    weakest = ordered[0]
+    tied = [c for c in ordered[1:] if c["basis_tokens"] == weakest["basis_tokens"]]
+    basis = numfmt.tokens(weakest["basis_tokens"])
+    if not tied:
+        return weakest, f"{weakest['family']} has the smallest basis ({basis})."
+    others = ", ".join(c["family"] for c in tied)
+    rival = tied[0]
+    if bound(weakest) < bound(rival):
+        why = (
+            f"its one-sided accuracy lower bound at {basis} is lower "
+            f"({weakest['lower_bound']:.3f} against {rival['lower_bound']:.3f})"
+            if rival["lower_bound"] is not None
+            else f"its accuracy lower bound at {basis} is the only one known"
+        )
+    elif weakest["ecl_tokens"] < rival["ecl_tokens"]:
+        why = (
+            f"the lower bounds tie, and its point ECL is smaller "
+            f"({numfmt.tokens(weakest['ecl_tokens'])} against "
+            f"{numfmt.tokens(rival['ecl_tokens'])})"
+        )
+    else:
+        why = "the lower bounds and point ECLs tie too, so it is named alphabetically"
+    return weakest, (
+        f"{weakest['family']} ties with {others} on the basis ({basis}); it is named the "
+        f"weakest because {why}. Ties go to the lower accuracy bound at the basis, then the "
+        "smaller point ECL."
+    )
 
 
 # --- budget checks ---------------------------------------------------------------

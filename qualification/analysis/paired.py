@@ -21,7 +21,8 @@ Public API (plain numbers in, frozen dataclasses out):
 * `equivalent_by_inclusion(ci, margin)` — TOST at level α by inclusion of the (1−2α) CI.
 * `task_rate_equivalence(...)` — `ttost_paired` on per-task pass rates, guarded against
   zero variance by falling back to Newcombe on a task-level binary.
-* `decide(...)` — the pre-registered rule: helps / equivalent / hurts / inconclusive.
+* `decide(...)` — the pre-registered rule: helps / equivalent / hurts / inconclusive, with
+  `within_margin` beside it (a significant difference inside ±Δ stays helps or hurts).
 * `compare_paired(table, delta=, margin=)` — all of the above for one table.
 """
 
@@ -250,34 +251,55 @@ class Verdict(StrEnum):
 class Decision:
     verdict: Verdict
     reason: str
+    within_margin: bool = False  # the 90% CI lies inside ±Δ (TOST), whatever the verdict
 
 
 def decide(*, ci95: Interval, ci90: Interval, delta: float, margin: float) -> Decision:
-    """The pre-registered rule, checked in this order; exactly one verdict results.
+    """The pre-registered rule; exactly one verdict results.
 
-    helps: 95% lower bound > δ · equivalent: 90% CI inside ±Δ · hurts: 95% upper bound < 0 ·
-    otherwise inconclusive (never "no effect").
+    helps: 95% lower bound > δ · hurts: 95% upper bound < 0 · equivalent: 90% CI inside ±Δ
+    and the 95% CI contains 0 · otherwise inconclusive (never "no effect"). A significant
+    difference inside ±Δ keeps its direction (helps or hurts) with `within_margin`: it is
+    never reported as just "equivalent".
     """
 
     def pp(x: float) -> str:
         return f"{100 * x:+.1f} pp".replace("-", "−")
 
+    within = equivalent_by_inclusion(ci90, margin)
+    inside = (
+        f" The 90% interval ({pp(ci90.low)} to {pp(ci90.high)}) lies within the equivalence "
+        f"bound ±{100 * margin:.1f} pp, so the difference is real but small."
+        if within
+        else ""
+    )
     if ci95.low > delta:
         return Decision(
             Verdict.HELPS,
             f"The 95% interval's lower bound ({pp(ci95.low)}) exceeds the decision "
-            f"threshold δ = {pp(delta)}.",
-        )
-    if equivalent_by_inclusion(ci90, margin):
-        return Decision(
-            Verdict.EQUIVALENT,
-            f"The 90% interval ({pp(ci90.low)} to {pp(ci90.high)}) lies inside the "
-            f"equivalence bound ±{100 * margin:.1f} pp (TOST at α = .05).",
+            f"threshold δ = {pp(delta)}.{inside}",
+            within,
         )
     if ci95.high < 0:
         return Decision(
             Verdict.HURTS,
-            f"The 95% interval's upper bound ({pp(ci95.high)}) is below zero.",
+            f"The 95% interval's upper bound ({pp(ci95.high)}) is below zero.{inside}",
+            within,
+        )
+    if within and ci95.low > 0:
+        return Decision(
+            Verdict.HELPS,
+            f"The 95% interval ({pp(ci95.low)} to {pp(ci95.high)}) is above zero but does not "
+            f"clear δ = {pp(delta)}.{inside}",
+            within,
+        )
+    if within:
+        return Decision(
+            Verdict.EQUIVALENT,
+            f"The 90% interval ({pp(ci90.low)} to {pp(ci90.high)}) lies inside the "
+            f"equivalence bound ±{100 * margin:.1f} pp (TOST at α = .05), and the 95% interval "
+            "contains zero.",
+            within,
         )
     return Decision(
         Verdict.INCONCLUSIVE,

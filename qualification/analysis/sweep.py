@@ -222,6 +222,7 @@ class SweepResult:
     trials: int
     params: dict
     methods: dict = field(default_factory=dict)
+    weakest_family_reason: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -373,8 +374,13 @@ def analyse_family(family: str, frame: pd.DataFrame, params: AnalysisParams) -> 
         )
         replicate_means = ecl_mod.bootstrap_means(rates, weights)
         confidences = sorted({0.95, params.lower_ecl_confidence})
-        uncertainty = ecl_mod.ecl_bootstrap(
-            strata, replicate_means, params.threshold, confidences=confidences
+        uncertainty = ecl_mod.ecl_uncertainty(
+            strata,
+            rates,
+            replicate_means,
+            params.threshold,
+            confidences=confidences,
+            method=method,
         )
         knee = paired_drop_knee(
             strata,
@@ -477,15 +483,17 @@ def trials_frame(rows) -> pd.DataFrame:
 
 
 METHOD_NOTES = {
-    "accuracy": "Per-stratum accuracy is the mean of per-task pass rates; its interval is a "
-    "t-interval over tasks (two-sided at 1 − 2α, so its lower edge is the one-sided bound), "
-    "capped by the binomial bound for n tasks all passing, and the binomial bound over tasks "
-    "when every task has the same rate.",
+    "accuracy": "Per-stratum accuracy is the mean of per-task pass rates; its interval is "
+    "Korn–Graubard's: Clopper–Pearson on the effective number of tasks p̂(1 − p̂)/var̂(p̂), "
+    "df-adjusted (two-sided at 1 − 2α, so its lower edge is the one-sided bound), capped by the "
+    "binomial bound for n tasks all passing, and the binomial bound over tasks when every task "
+    "has the same rate.",
     "ecl": "ECL: fixed-sequence rule — test LCB ≥ θ from the smallest stratum up at the full α "
     "and stop at the first failure.",
     "ecl_uncertainty": "Task bootstrap (tasks resampled with replacement, strata kept paired), "
     "non-increasing isotonic fit per replicate; P(ECL ≥ L) is the share of replicates whose fit "
-    "clears θ at L.",
+    "clears θ at L. The lower ECL at confidence c is the smaller of the bootstrap's (largest L "
+    "with P ≥ c) and the fixed-sequence ECL at α = 1 − c.",
     "knee": "Paired-drop test: the first stratum after the isotonic plateau whose paired drop is "
     "≥ δ_knee and whose one-sided bootstrap bound excludes 0; the knee is the stratum before it. "
     "Hinge fit (WLS on log2 tokens, BIC against a line) and Kneedle (gated) are cross-checks.",
@@ -529,6 +537,7 @@ def analyse_sweep(
             lower_ecl_tokens=r.ecl_lower_tokens,
             knee_tokens=r.knee_tokens,
             refused=bool(r.refusals),
+            lower_bounds={s.tokens: s.lower_bound for s in r.strata},
         )
         for r in results
         if r.family in limit_families
@@ -560,6 +569,7 @@ def analyse_sweep(
         trials=len(frame),
         params=params.as_dict(),
         methods=METHOD_NOTES,
+        weakest_family_reason=proposal.weakest_reason,
     )
 
 

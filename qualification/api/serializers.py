@@ -230,6 +230,11 @@ class ResultsSerializer(serializers.Serializer):
     families = FamilyResultSerializer(many=True)
     overall = FamilyResultSerializer(allow_null=True)
     weakest_family = serializers.CharField(allow_null=True)
+    weakest_family_reason = serializers.CharField(
+        required=False,
+        help_text="Why this family is the weakest; ties on the basis go to the lower accuracy "
+        "bound at the basis, then the smaller point ECL, then the name.",
+    )
     proposed_limit_tokens = serializers.IntegerField(allow_null=True)
     proposal = serializers.DictField()
     strata = serializers.ListField(child=serializers.IntegerField())

@@ -17,6 +17,7 @@ from traces.analysis.cycle import (
     floor_threshold,
     optimum,
     sensitivity,
+    steps_per_cycle,
     tail_scenario,
     within_region,
 )
@@ -189,3 +190,33 @@ def test_largest_accepted_inputs_stay_finite():
     json.dumps(data, allow_nan=False)
     assert data["optimum_threshold"] > data["floor_threshold"] > MAX_TOKENS
     assert data["ratios"] == {str(MAX_TOKENS): None}  # a 100M threshold is below this floor
+
+
+def test_exchange_rate_states_its_units_and_gives_both_consistent_variants():
+    p = params(31)
+    rate = exchange_rate(p, 232_000, 600_000)
+    assert "productive steps ÷ compactions per 1,000 total steps" in rate.units
+    n_low, n_high = steps_per_cycle(232_000, p), steps_per_cycle(600_000, p)
+    f_low, f_high = cost_per_step(232_000, p), cost_per_step(600_000, p)
+    # Both per 1,000 productive steps: one compaction per n − P productive steps.
+    productive = rate.per_productive_step
+    assert productive["disruptions_avoided"] == pytest.approx(
+        1000 / (n_low - 31) - 1000 / (n_high - 31)
+    )
+    assert productive["tokens_per_disruption_avoided"] == pytest.approx(
+        1000 * (f_high - f_low) / productive["disruptions_avoided"]
+    )
+    # Both per 1,000 total steps: a cycle's cost f·(n − P) over its n steps.
+    total = rate.per_total_step
+    assert total["extra_tokens"] == pytest.approx(
+        1000 * (f_high * (n_high - 31) / n_high - f_low * (n_low - 31) / n_low)
+    )
+    assert total["tokens_per_disruption_avoided"] == pytest.approx(
+        total["extra_tokens"] / rate.disruptions_avoided_per_1000_steps
+    )
+    # The seed's mixed figure (23M) sits apart from both consistent ones.
+    prices = [productive["tokens_per_disruption_avoided"], total["tokens_per_disruption_avoided"]]
+    assert all(abs(x / rate.tokens_per_disruption_avoided - 1) > 0.05 for x in prices)
+    assert rate.as_dict()["per_total_step"]["extra_tokens"] == pytest.approx(
+        total["extra_tokens"], abs=1e-3
+    )

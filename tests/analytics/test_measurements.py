@@ -19,6 +19,7 @@ from traces.analysis.costs import (
 )
 from traces.analysis.coverage import TouchColumns, coverage, repeat_distances
 from traces.analysis.cycle import CycleParams
+from traces.analytics.selectors import AnalyticsFilters
 from traces.formats.claude_code import ClaudeCodeParser
 from traces.formats.records import CallRecord, CompactionRecord
 from traces.synthetic import CorpusParams, generate_corpus, growth_at
@@ -299,3 +300,65 @@ def test_replicate_rule_is_reported():
         "1,000 replicates up to 4,000 compactions, then 4,000,000 ÷ compactions, never under 200; "
         "D resamples runs with at most 300 replicates, reused in turn"
     )
+
+
+def _exact_law_agents(starts, exponent=2.55, step=1_470, seed=18):
+    """Agents whose cumulative billed tokens are exactly 1e-6 · context^exponent at every call."""
+    rng = np.random.default_rng(seed)
+    agent, context, billed = [], [], []
+    for a, start in enumerate(starts):
+        steps = int(rng.integers(150, 500))
+        reached = start + step * np.arange(steps)
+        cumulative = np.rint(1e-6 * reached.astype(float) ** exponent)
+        agent += [a] * steps
+        context += reached.tolist()
+        billed += np.diff(cumulative, prepend=0.0).tolist()
+    n = len(agent)
+    return CallColumns(
+        np.array(agent, dtype=np.int64),
+        np.full(n, -1, dtype=np.int64),
+        np.array(context, dtype=np.int64),
+        np.array(billed, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+        np.arange(n, dtype=float),
+    )
+
+
+def test_an_exact_law_from_a_30k_start_is_recovered():
+    # Issue 18: placing the 25k band at its edge although every agent starts at 30k gave
+    # 2.488 [2.457, 2.520] here (2.503 [2.475, 2.531] in the issue), excluding the planted 2.55.
+    curve = cost_curve(_exact_law_agents([30_000] * 40))
+    assert curve.fit.exponent == pytest.approx(2.55, abs=0.005)
+    assert curve.fit.ci[0] - 1e-6 <= 2.55 <= curve.fit.ci[1] + 1e-6
+    assert 25_000 not in curve.bands  # no agent climbed into the band it started in
+    assert all(r >= b for r, b in zip(curve.reached, curve.bands, strict=True))
+
+
+def test_forked_starts_bend_a_pure_law_into_a_regime_change():
+    # Why the analytics offer exclude_forks: 40% of agents forked from a loaded parent start
+    # high and pay only from there, so the upper bands' medians fall below the law.
+    rng = np.random.default_rng(7)
+    fresh = _exact_law_agents(rng.integers(5_000, 25_000, size=60).tolist())
+    with_forks = _exact_law_agents(
+        rng.integers(5_000, 25_000, size=60).tolist() + [5_000] * 40, seed=18
+    )
+    # Forked agents: the same calls, but their cumulative starts from their own (high) start.
+    forked = with_forks.agent >= 60
+    offset = rng.integers(150_000, 400_000, size=40)[with_forks.agent[forked] - 60]
+    with_forks.context[forked] += offset
+    assert not cost_curve(fresh).regime_change
+    assert cost_curve(with_forks).regime_change
+
+
+def test_growth_per_step_is_measured_above_200k_by_default_as_in_the_seed():
+    # Seed 001 §4.2: "a stable 1,470 tokens above 200k". Here 500 a step from 150k to 200k
+    # and 1,470 above, so a cut at 150k would measure 500.
+    contexts = [*range(150_000, 200_000, 500), *range(200_000, 300_000, 1_470)]
+    empty = CompactionColumns(
+        *(np.zeros(0, dtype=t) for t in (np.int64, np.int64, float, float, float, float, object))
+    )
+    measured = cycle_parameters(one_agent(contexts), empty, bootstrap=50)
+    assert measured.growth_from_tokens == 200_000
+    assert measured.growth_per_step.value == pytest.approx(1_470)
+    assert "from 200,000 tokens up" in measured.growth_per_step.method
+    assert AnalyticsFilters().upper_from == 200_000

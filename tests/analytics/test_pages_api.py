@@ -63,6 +63,11 @@ def test_api_returns_numbers_or_202_with_the_job(corpus, api_for, run_on_commit)
     again = api.get("/api/v1/analytics/growth/?task_type=building")
     assert again.status_code == 200 and again.json()["filters"]["task_type"] == "building"
     assert api.get("/api/v1/analytics/growth/?started_after=yesterday").status_code == 400
+    with run_on_commit():
+        assert api.get("/api/v1/analytics/cost-curve/?exclude_forks=true").status_code == 202
+    no_forks = api.get("/api/v1/analytics/cost-curve/?exclude_forks=true").json()
+    assert no_forks["filters"]["exclude_forks"] is True
+    assert 0 < no_forks["n_calls"] <= body["n_calls"]
 
 
 def test_calculator_api_reproduces_the_seed_and_rejects_bad_input(api_for):
@@ -300,7 +305,7 @@ def test_cycle_and_sensitivity_state_n_method_filters_and_offer_csv(corpus, clie
     assert (
         f"n = {m['compactions']} compactions (S from {m['post_compaction']['n']}, SUMM from "
         f"{m['summary']['n']}, P from {m['penalty_steps']['n']}) and "
-        f"{m['growth_per_step']['n']:,} steps from 150,000 tokens up (D). Method: f(T) = "
+        f"{m['growth_per_step']['n']:,} steps from 200,000 tokens up (D). Method: f(T) = "
     ) in page
     assert f"evaluated at {len(cycle['model']['curve'])} thresholds from the floor" in page
     assert "held fixed while P takes 12 values" in page and "Method: closed-form T*" in page
@@ -428,3 +433,17 @@ def test_fork_bound_parameter_flags_subagents_above_it(corpus, workspace):
         assert result["incidents"]["fork_bound"] == bound
         flagged_counts.append(len(flagged))
     assert flagged_counts[0] > flagged_counts[1]
+
+
+def test_what_if_exchange_rate_shows_its_units_and_both_consistent_variants(client_for, workspace):
+    page = (
+        client_for("viewer")
+        .get(
+            f"/w/{workspace.slug}/analytics/what-if/?post_compaction_tokens=65588&growth_per_step=1470"
+            "&summary_tokens=4382&penalty_steps=31&compare_low=232000&compare_high=600000"
+        )
+        .content.decode()
+    )
+    assert "units: tokens per 1,000 productive steps ÷ compactions per 1,000 total steps" in page
+    assert "counting both per 1,000 productive steps" in page
+    assert "counting both per 1,000 total steps" in page

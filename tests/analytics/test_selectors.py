@@ -156,3 +156,22 @@ def test_what_if_is_the_model_the_page_and_the_api_both_show():
     with pytest.raises(CycleInputError) as caught:
         what_if(**seed, penalty_steps=28, tail_tokens=10**9)
     assert caught.value.field == "tail_tokens"
+
+
+def test_exclude_forks_drops_forked_agents_from_every_analysis(corpus, workspace):
+    from traces.models import Agent
+
+    corpus(sessions=4, fork_share=0.4)
+    forks = set(
+        Agent.objects.filter(workspace=workspace, start_kind="fork").values_list("id", flat=True)
+    )
+    assert forks  # the corpus has forked subagents
+    everything = load(workspace, AnalyticsFilters())
+    fresh = load(workspace, AnalyticsFilters(exclude_forks=True))
+    assert forks <= set(everything.calls.agent.tolist())
+    assert not forks & set(fresh.calls.agent.tolist())
+    assert not forks & set(fresh.agents) and not forks & set(fresh.touches.agent.tolist())
+    assert not forks & set(fresh.compactions.agent.tolist())
+    kept = ~np.isin(everything.calls.agent, list(forks))
+    assert len(fresh.calls) == int(kept.sum())
+    assert AnalyticsFilters(exclude_forks=True).describe() == "forked starts excluded"

@@ -91,6 +91,21 @@ def test_kappa_is_undefined_when_every_rating_is_the_same():
     assert "undefined" in result.reason
 
 
+def test_degenerate_tables_report_an_undefined_interval_not_a_zero_width_one():
+    perfect = kappa_for_items([{"a": "x", "b": "x"}] * 5 + [{"a": "y", "b": "y"}] * 5)
+    assert perfect.kappa == 1.0
+    assert (perfect.ci_low, perfect.ci_high) == (None, None)
+    assert perfect.ci_method.startswith("undefined")
+    one_sided = kappa_for_items([{"a": "x", "b": "x"}] * 5 + [{"a": "x", "b": "y"}] * 5)
+    assert one_sided.kappa is None and "undefined" in one_sided.reason
+    fleiss = kappa_for_items(
+        [{"a": "x", "b": "x", "c": "x"}] * 5 + [{"a": "y", "b": "y", "c": "y"}] * 5
+    )
+    assert fleiss.method == "fleiss" and fleiss.kappa == 1.0
+    assert (fleiss.ci_low, fleiss.ci_high) == (None, None)
+    assert fleiss.ci_method.startswith("undefined")
+
+
 def test_kappa_needs_two_rated_items():
     result = kappa_for_items([{"a": "repetition", "b": "other"}])
     assert result.kappa is None and "at least two items" in result.reason

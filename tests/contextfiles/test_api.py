@@ -322,7 +322,11 @@ def test_paired_comparison_calculator(api_for):
         "/api/v1/paired-comparison/?both=30&with_only=0&without_only=0&neither=10&margin=0.1"
     ).json()
     assert tost["ci90"] == [pytest.approx(-0.051, abs=5e-4), pytest.approx(0.051, abs=5e-4)]
-    assert tost["verdict"] == "equivalent"
+    assert tost["verdict"] == "equivalent" and tost["within_margin"] is True
+    small_loss = client.get(
+        "/api/v1/paired-comparison/?both=700&with_only=20&without_only=70&neither=210&margin=0.1"
+    ).json()
+    assert (small_loss["verdict"], small_loss["within_margin"]) == ("hurts", True)
     assert (
         client.get(
             "/api/v1/paired-comparison/?both=0&with_only=0&without_only=0&neither=0"

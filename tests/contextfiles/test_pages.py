@@ -273,6 +273,14 @@ def test_calculator_page(client_for, workspace):
     )
     body = page.content.decode()
     assert "−6.2 pp" in body and "−11.9 to −0.5 pp" in body and ">hurts<" in body
+    assert "within margin</span>" not in body
+    small = client.get(
+        url(
+            workspace,
+            "calculator/?both=700&with_only=20&without_only=70&neither=210&delta_pp=5&margin_pp=10",
+        )
+    ).content.decode()
+    assert ">hurts<" in small and ">within margin</span>" in small and ">equivalent<" not in small
     empty = client.get(
         url(
             workspace,

@@ -155,3 +155,41 @@ def test_from_outcomes_counts_each_cell():
 def test_a_negative_decision_threshold_is_refused():
     with pytest.raises(ValueError, match="δ must be a difference from 0"):
         compare_paired(PairedTable(50, 2, 4, 44), delta=-0.1, margin=0.1)
+
+
+def test_a_significant_loss_inside_the_margin_is_hurts_within_margin():
+    # Issue 18: D = −5.0 pp (−6.9, −3.2), mid-p 7e-8 was labelled "equivalent".
+    result = compare_paired(PairedTable(700, 20, 70, 210), delta=0.05, margin=0.10)
+    assert result.difference == pytest.approx(-0.050)
+    assert (round(result.ci95.low, 3), round(result.ci95.high, 3)) == (-0.069, -0.032)
+    assert result.mcnemar.mid_p < 1e-7
+    assert result.verdict is Verdict.HURTS
+    assert result.decision.within_margin is True
+    assert "within the equivalence bound" in result.decision.reason
+
+
+def test_a_significant_gain_below_delta_inside_the_margin_is_helps_within_margin():
+    decision = decide(
+        ci95=Interval(0.01, 0.05, 0.95, "x"),
+        ci90=Interval(0.015, 0.045, 0.9, "x"),
+        delta=0.05,
+        margin=0.10,
+    )
+    assert (decision.verdict, decision.within_margin) == (Verdict.HELPS, True)
+
+
+def test_equivalent_only_when_the_95_interval_contains_zero():
+    decision = decide(
+        ci95=Interval(-0.06, 0.07, 0.95, "x"),
+        ci90=Interval(-0.05, 0.06, 0.9, "x"),
+        delta=0.05,
+        margin=0.10,
+    )
+    assert (decision.verdict, decision.within_margin) == (Verdict.EQUIVALENT, True)
+    outside = decide(
+        ci95=Interval(0.08, 0.20, 0.95, "x"),
+        ci90=Interval(0.09, 0.19, 0.9, "x"),
+        delta=0.05,
+        margin=0.10,
+    )
+    assert (outside.verdict, outside.within_margin) == (Verdict.HELPS, False)

@@ -150,6 +150,17 @@ def test_curve_still_rising_has_no_saturation():
     means = bootstrap_means(still, bootstrap_weights(40, 500, np.random.default_rng(8)))
     result = saturation_point(SIX, still, means)
     assert result.tokens is None and "still gaining" in result.note
+    assert result.verdict == "still_gaining"
+
+
+def test_an_underpowered_flat_curve_is_not_called_still_gaining():
+    # 12 tasks on a flat 0.8 curve: no gain, but too few tasks to show none exceeds 3 pp.
+    rates = _planted_rates([0.8, 0.8, 0.8], tasks=12, seed=11)
+    means = bootstrap_means(rates, bootstrap_weights(12, 2000, np.random.default_rng(12)))
+    result = saturation_point(SIX[:3], rates, means)
+    assert result.tokens is None
+    assert "still gaining" not in result.note
+    assert result.note.startswith("no saturation detected; the data cannot tell")
 
 
 def test_gee_crosscheck_inverts_the_logistic_and_never_exceeds_the_passing_stratum():

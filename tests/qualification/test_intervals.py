@@ -89,15 +89,21 @@ def test_pass_hat_k_is_the_unbiased_combinatorial_estimate():
     assert pass_hat_k([4], [5], k=1)[0] == pytest.approx(0.8)
 
 
-def test_task_clustered_interval_is_a_t_interval_over_tasks():
+def test_task_clustered_interval_is_korn_graubard_over_tasks():
     rates = [1.0, 0.8, 0.6, 1.0, 1.0, 0.8, 0.4, 1.0]
     mean, sd, n = np.mean(rates), np.std(rates, ddof=1), len(rates)
-    half = stats.t.ppf(0.95, n - 1) * sd / math.sqrt(n)
+    n_eff = mean * (1 - mean) / (sd**2 / n) * (stats.norm.ppf(0.95) / stats.t.ppf(0.95, n - 1)) ** 2
     interval = task_clustered_interval(rates, alpha=0.05)
+    # Clopper–Pearson at 90% on (mean × n_eff) successes of n_eff.
     assert interval.mean == pytest.approx(mean)
-    assert interval.low == pytest.approx(mean - half)
-    assert interval.high == pytest.approx(min(mean + half, 1.0))
+    assert interval.low == pytest.approx(
+        stats.beta.ppf(0.05, mean * n_eff, n_eff - mean * n_eff + 1)
+    )
+    assert interval.high == pytest.approx(
+        stats.beta.ppf(0.95, mean * n_eff + 1, n_eff - mean * n_eff)
+    )
     assert interval.n == 8
+    assert interval.method == "Korn–Graubard over tasks"
 
 
 def test_all_pass_falls_back_to_the_binomial_bound_over_tasks():

@@ -98,6 +98,7 @@ def test_detail_shows_the_numbers_with_their_uncertainty(client_for, loaded_qual
     page = client_for("viewer").get(f"{BASE}/sweeps/{loaded_qualification.pk}/").content.decode()
     assert 'data-testid="proposed-limit">16k<' in page
     assert "code_change is the weakest family" in page
+    assert 'data-testid="weakest-reason">code_change has the smallest basis (32k).<' in page
     assert 'ECL <span class="muted small">fixed-sequence</span>' in page
     assert 'id="decline-curves-data"' in page and 'id="four-outcomes-data"' in page
     assert "n tasks: code_change 40, retrieval 40" in page  # the caption carries n and method

@@ -336,3 +336,26 @@ def test_token_formatting():
         "8k", "8k", "128k", "128k", "12.5k", "1M",
     ]  # fmt: skip
     assert np.isclose(0.85, PARAMS.threshold)
+
+
+def test_a_tie_for_weakest_family_goes_to_the_lower_bound_then_the_point_ecl():
+    strata = [8000, 16000, 32000, 64000]
+
+    def basis(name, ecl, bound):
+        return FamilyBasis(
+            name, ecl_tokens=ecl, ecl_status="within_range", lower_ecl_tokens=32000,
+            knee_tokens=None, refused=False, lower_bounds={32000: bound},
+        )  # fmt: skip
+
+    # "alpha" would win alphabetically; "beta" is closer to failing at the shared 32K basis.
+    by_bound = propose_limit(
+        [basis("alpha", 64000, 0.90), basis("beta", 64000, 0.86)],
+        strata, consequence="low", margin_factor=1.0, confidence=0.9,
+    )  # fmt: skip
+    assert by_bound.weakest_family == "beta"
+    assert "lower bound at 32k is lower (0.860 against 0.900)" in by_bound.weakest_reason
+    by_ecl = propose_limit(
+        [basis("alpha", 64000, 0.88), basis("beta", 32000, 0.88)],
+        strata, consequence="low", margin_factor=1.0, confidence=0.9,
+    )  # fmt: skip
+    assert by_ecl.weakest_family == "beta" and "point ECL is smaller" in by_ecl.weakest_reason

@@ -25,7 +25,8 @@ from traces.analysis.cycle import CycleInputError, CycleParams, optimum
 
 MIN_COMPACTIONS = 10
 PENALTY_WINDOW = 25
-UPPER_FROM = 150_000
+# Seed 001 §4.2: context added per step is "a stable 1,470 tokens above 200k" (3,200 below 50k).
+UPPER_FROM = 200_000
 # Replicates: BOOTSTRAP, fewer when the (replicates × compactions) resampling matrix would
 # exceed BOOTSTRAP_CELLS, never under BOOTSTRAP_MIN; D resamples whole runs, which is
 # slower, so it draws at most D_BOOTSTRAP replicates and reuses them in turn.
@@ -194,6 +195,7 @@ class CycleParameters:
     bootstrap_d: int = 0
     bootstrap_rule: str = ""
     replicates: list[tuple[float, float, float, float]] = field(default_factory=list, repr=False)
+    growth_from_tokens: int = UPPER_FROM  # D is measured on steps starting at this context
 
     @property
     def usable(self) -> bool:
@@ -406,6 +408,7 @@ def cycle_parameters(
         reasons=reasons,
         bootstrap_d=b_d,
         bootstrap_rule=bootstrap_rule(requested),
+        growth_from_tokens=int(upper_from),
     )
     result.reasons.extend(_unmeasurable(result, upper_from))
     if result.usable:

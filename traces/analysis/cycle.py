@@ -227,23 +227,51 @@ def tail_scenario(p: CycleParams, tail_tokens: float, tail_penalty_steps: float)
     )
 
 
+SEED_UNITS = (
+    "tokens per 1,000 productive steps ÷ compactions per 1,000 total steps (seed 001 §7.5: "
+    "mixed units, kept to reproduce the seed)"
+)
+
+
 @dataclass(frozen=True)
 class ExchangeRate:
     from_threshold: float
     to_threshold: float
-    extra_tokens_per_1000_steps: float
-    disruptions_avoided_per_1000_steps: float
-    tokens_per_disruption_avoided: float
+    extra_tokens_per_1000_steps: float  # per 1,000 productive steps
+    disruptions_avoided_per_1000_steps: float  # per 1,000 total steps
+    tokens_per_disruption_avoided: float  # the seed's figure, in its mixed units
+    units: str = SEED_UNITS
+    # The two consistent variants: both quantities per 1,000 productive steps, or both per
+    # 1,000 total steps. {"extra_tokens", "disruptions_avoided", "tokens_per_disruption_avoided"}
+    per_productive_step: dict = field(default_factory=dict)
+    per_total_step: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {k: round(v, 3) for k, v in self.__dict__.items()}
+        def rounded(value):
+            if isinstance(value, dict):
+                return {k: rounded(v) for k, v in value.items()}
+            return round(value, 3) if isinstance(value, float) else value
+
+        return {k: rounded(v) for k, v in self.__dict__.items()}
+
+
+def _price(extra: float, avoided: float) -> dict:
+    return {
+        "extra_tokens": extra,
+        "disruptions_avoided": avoided,
+        "tokens_per_disruption_avoided": extra / avoided if avoided else math.inf,
+    }
 
 
 def exchange_rate(p: CycleParams, lower: float, higher: float) -> ExchangeRate:
     """Seed 001 §7.5: the extra tokens per 1,000 productive steps of the wider threshold,
     divided by the compactions it avoids per 1,000 steps (one per cycle of n steps),
     prices one avoided disruption. With P = 31, 232k → 600k: 139M tokens, 6.1 disruptions,
-    about 23M tokens each, as the seed reports."""
+    about 23M tokens each, as the seed reports.
+
+    The seed divides a per-productive-step cost by a per-total-step count. Both consistent
+    variants come with it: per 1,000 productive steps (one compaction per n − P of them) and
+    per 1,000 total steps (a cycle's cost f·(n − P) spread over its n steps)."""
     for threshold in (lower, higher):
         threshold_tokens(threshold, p)
     f_low, f_high = float(cost_per_step(lower, p)), float(cost_per_step(higher, p))
@@ -253,7 +281,12 @@ def exchange_rate(p: CycleParams, lower: float, higher: float) -> ExchangeRate:
     extra = 1000 * (f_high - f_low)
     avoided = 1000 / n_low - 1000 / n_high
     price = extra / avoided if avoided else math.inf
-    return ExchangeRate(lower, higher, extra, avoided, price)
+    penalty = p.penalty_steps
+    productive = _price(extra, 1000 / (n_low - penalty) - 1000 / (n_high - penalty))
+    total = _price(
+        1000 * (f_high * (n_high - penalty) / n_high - f_low * (n_low - penalty) / n_low), avoided
+    )
+    return ExchangeRate(lower, higher, extra, avoided, price, SEED_UNITS, productive, total)
 
 
 def optimum_interval(

@@ -13,7 +13,8 @@ MUTED = "#8a96a3"
 
 
 def cost_curve(section: dict) -> dict:
-    x, y, n = section["bands"], section["median_cost"], section["agents"]
+    x = section.get("reached") or section["bands"]  # results cached before `reached` existed
+    y, n = section["median_cost"], section["agents"]
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(

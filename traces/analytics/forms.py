@@ -28,6 +28,12 @@ class AnalyticsFilterForm(forms.Form):
     task_type = forms.ChoiceField(
         required=False, label="Task type", choices=[("", "Any task type"), *LABELS.items()]
     )
+    exclude_forks = forms.BooleanField(
+        required=False,
+        label="Exclude forked starts",
+        help_text="Leave out agents forked from a loaded parent: they start high and skip "
+        "the climb, which bends the cost law.",
+    )
     band = forms.IntegerField(
         required=False,
         min_value=1000,
@@ -59,6 +65,8 @@ class AnalyticsFilterForm(forms.Form):
         for name in ("harness", "model", "project", "task_type"):
             if data.get(name):
                 values[name] = data[name].strip()
+        if data.get("exclude_forks"):
+            values["exclude_forks"] = True
         for name in ("band", "upper_from", "fork_bound"):
             if data.get(name):
                 values[name] = int(data[name])

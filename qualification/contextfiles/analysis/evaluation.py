@@ -124,6 +124,7 @@ class EvaluationResults:
             "mcnemar_p_exact": comparison.mcnemar.exact_p if comparison else None,
             "mcnemar_midp": comparison.mcnemar.mid_p if comparison else None,
             "equivalent": comparison.equivalent if comparison else None,
+            "within_margin": comparison.decision.within_margin if comparison else None,
             "verdict": comparison.verdict.value if comparison else None,
             "verdict_reason": comparison.decision.reason if comparison else None,
             "delta": self.delta,
@@ -167,6 +168,7 @@ def _arm_dict(arm: ArmResult) -> dict:
             "mcnemar_p_exact": c.mcnemar.exact_p,
             "mcnemar_midp": c.mcnemar.mid_p,
             "equivalent": c.equivalent,
+            "within_margin": c.decision.within_margin,
             "verdict": c.verdict.value,
             "verdict_reason": c.decision.reason,
         }
@@ -378,6 +380,7 @@ def bare_table_summary(
         "mcnemar_p_exact": comparison.mcnemar.exact_p,
         "mcnemar_midp": comparison.mcnemar.mid_p,
         "equivalent": comparison.equivalent,
+        "within_margin": comparison.decision.within_margin,
         "verdict": comparison.verdict.value,
         "verdict_reason": comparison.decision.reason,
         "delta": delta,

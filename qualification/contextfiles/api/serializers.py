@@ -361,6 +361,12 @@ class EvaluationResultsSerializer(serializers.Serializer):
     mcnemar_p_exact = serializers.FloatField(allow_null=True)
     mcnemar_midp = serializers.FloatField(allow_null=True)
     equivalent = serializers.BooleanField(allow_null=True)
+    within_margin = serializers.BooleanField(
+        allow_null=True,
+        help_text="The 90% CI lies inside ±Δ. True beside 'helps' or 'hurts' means a "
+        "significant difference that is smaller than the equivalence bound: never reported as "
+        "just 'equivalent'.",
+    )
     verdict = serializers.ChoiceField(
         choices=["helps", "equivalent", "hurts", "inconclusive"], allow_null=True
     )

@@ -38,9 +38,19 @@ FILTER_PARAMETERS = [
         str,
         description="building, research, qa, pr_to_merge, code_understanding, unclassified",
     ),
+    OpenApiParameter(
+        "exclude_forks",
+        bool,
+        description="true: leave out agents that started as forks of a loaded parent "
+        "(start_kind = fork) from every analysis; they start high and skip the climb, which "
+        "bends the cost law (default false)",
+    ),
     OpenApiParameter("band", int, description="band width in tokens (default 25,000)"),
     OpenApiParameter(
-        "upper_from", int, description="D is measured from this context up (default 150,000)"
+        "upper_from",
+        int,
+        description="D is measured on steps starting at this context or above (default 200,000, "
+        "seed 001 §4.2: growth per step is stable above 200k)",
     ),
     OpenApiParameter(
         "fork_bound",

@@ -159,9 +159,27 @@ def kappa_for_items(
         table = np.zeros((len(categories), len(categories)))
         for item in used:
             table[index[item[first]], index[item[second]]] += 1
-        result = cohens_kappa(table)
+        single = [
+            rater
+            for rater, margin in ((first, table.sum(axis=1)), (second, table.sum(axis=0)))
+            if np.count_nonzero(margin) < 2
+        ]
+        if single:
+            return KappaResult(
+                "", None, None, None, UNDEFINED_INTERVAL, observed, **base,
+                reason=f"Annotator {single[0]} put every item in one category, so kappa is 0 "
+                "by construction whatever the other annotator did: it is undefined here.",
+            )  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # z against a zero null SE
+            result = cohens_kappa(table)
         # statsmodels' std_kappa is the asymptotic standard error (Fleiss, Cohen & Everitt 1969).
-        half = float(norm.ppf(0.5 + level / 2)) * float(result.std_kappa)
+        std = float(result.std_kappa)
+        if not std > 0:  # e.g. perfect agreement: a zero SE is not certainty
+            return KappaResult(
+                "cohen", float(result.kappa), None, None, UNDEFINED_INTERVAL, observed, **base
+            )
+        half = float(norm.ppf(0.5 + level / 2)) * std
         return KappaResult(
             "cohen",
             float(result.kappa),
@@ -174,15 +192,20 @@ def kappa_for_items(
     table = _fleiss_table(used, categories)
     value = _fleiss(table)
     low, high = _bootstrap(table, level=level, seed=seed)
-    return KappaResult(
-        "fleiss",
-        value,
-        low,
-        high,
-        f"bootstrap {level:.0%} percentile interval over items (B = {BOOTSTRAP_REPLICATES})",
-        observed,
-        **base,
-    )
+    if low is not None and high - low <= 1e-12:  # every replicate alike: no spread to report
+        low = high = None
+        method = UNDEFINED_INTERVAL
+    else:
+        method = (
+            f"bootstrap {level:.0%} percentile interval over items (B = {BOOTSTRAP_REPLICATES})"
+        )
+    return KappaResult("fleiss", value, low, high, method, observed, **base)
+
+
+UNDEFINED_INTERVAL = (
+    "undefined: the table is degenerate (e.g. perfect agreement), so the interval would have "
+    "zero width, which is not certainty"
+)
 
 
 def _fleiss_table(items: Sequence[dict], categories: Sequence[str]) -> np.ndarray:
