@@ -61,7 +61,7 @@ def test_reviewer_reviews_and_approves_a_limit(page, login, dropping_successor, 
     expect(why).to_contain_text("Weakest family")
     expect(why).to_contain_text("code_change")
     expect(why.get_by_text("Fewer knobs.")).to_be_visible()
-    page.wait_for_function("document.querySelector('#limit-decline .main-svg') !== null")
+    page.wait_for_function("() => document.querySelector('#limit-decline .main-svg') !== null")
     thumbnail = page.locator("#limit-decline")
     expect(thumbnail).to_be_visible()
     drawing = thumbnail.locator(".main-svg").first
