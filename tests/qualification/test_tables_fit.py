@@ -44,6 +44,7 @@ def wide_lists(loaded_qualification, members, named_sessions, workspace):
     limit = services.operating_limit_approve(
         limit=limit, reviewer=members["reviewer"],
         membership=Membership.objects.get(user=members["reviewer"], workspace=workspace),
+        confirmed=True,
     )  # fmt: skip
     run_ids = [str(uuid.UUID(int=random.Random(index).getrandbits(128))) for index in range(4)]
     for index, run_id in enumerate(run_ids):
