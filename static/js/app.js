@@ -23,9 +23,13 @@
       if (!source) return;
       var fig = JSON.parse(source.textContent);
       // The box takes the figure's own height: with `responsive`, Plotly redraws to fit its
-      // box on every resize, so a box shorter than the figure would cut the drawing off.
+      // box on every resize, so a box shorter than the figure would cut the drawing off, and
+      // one taller (the CSS minimum) would stretch it.
       var height = (fig.layout || {}).height;
-      if (height) el.style.height = height + "px";
+      if (height) {
+        el.style.height = height + "px";
+        el.style.minHeight = "0";
+      }
       var svgButton = {
         name: "Download plot as SVG",
         icon: window.Plotly.Icons.disk,

@@ -26,7 +26,7 @@ def test_what_if_redraws(page, login, members, workspace, screenshot):
     assert round(first) == 219970
     page.get_by_label("P: rediscovery penalty (steps)").fill("55")
     page.wait_for_function(
-        "(() => { const el = document.getElementById('what-if-chart'); return el && el.data && Math.round(el.data[1].x[0]) === 314341; })()"
+        "() => { const el = document.getElementById('what-if-chart'); return el && el.data && Math.round(el.data[1].x[0]) === 314341; }"
     )
     assert "Optimum 314k" in page.locator(".headline").inner_text()
     assert "238k–454k" in page.locator(".headline").inner_text()

@@ -117,7 +117,7 @@ def test_chart_click_scrolls_to_the_step(page, login, members, workspace, screen
     step = page.locator(f"#step-{target}")
     step.wait_for()
     page.wait_for_function(
-        f"document.querySelector('#step-{target}').classList.contains('is-current')"
+        f"() => document.querySelector('#step-{target}').classList.contains('is-current')"
     )
     page.wait_for_timeout(400)
     top = step.bounding_box()["y"]
@@ -135,9 +135,9 @@ def test_chart_click_scrolls_to_the_step(page, login, members, workspace, screen
     # j at the end of a window loads the next one.
     page.locator(f"#step-{calls[149]} h3").click()
     page.keyboard.press("j")
-    page.wait_for_function(f"document.querySelector('#step-{calls[150]}') !== null")
+    page.wait_for_function(f"() => document.querySelector('#step-{calls[150]}') !== null")
     page.wait_for_function(
-        f"document.querySelector('#step-{calls[150]}').classList.contains('is-current')"
+        f"() => document.querySelector('#step-{calls[150]}').classList.contains('is-current')"
     )
 
 
@@ -276,7 +276,9 @@ def test_annotator_finds_and_marks_the_constraint_forgotten_after_a_compaction(
     assert page.locator("#strip.js-plotly-plot").count() == 1
     assert current_call(page) == divergence  # back at the step it was for
     assert page.locator(f"#step-{divergence} .tool-summary").is_visible()
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'mark-errors'")
+    page.wait_for_function(
+        "() => document.activeElement && document.activeElement.id === 'mark-errors'"
+    )
     assert page.locator("#id_call_index").input_value() == str(divergence)  # input kept
     assert page.locator("input[name=failure_class][value=forgotten_constraint]").is_checked()
     assert page.locator("#id_evidence").input_value() == f"0, {later}"
@@ -360,7 +362,7 @@ def test_the_mark_form_follows_the_step_you_look_at_until_you_choose(
     assert field.input_value() == str(calls[0])  # the first step shown
     # Scrolled to, before any step is selected: the step at the top of the list.
     page.locator(f"#step-{calls[6]}").evaluate("el => el.scrollIntoView({block: 'start'})")
-    page.wait_for_function(f"document.getElementById('id_call_index').value === '{calls[6]}'")
+    page.wait_for_function(f"() => document.getElementById('id_call_index').value === '{calls[6]}'")
     page.locator(f"#step-{calls[9]} h3").click()  # selected
     assert current_call(page) == calls[9] and field.input_value() == str(calls[9])
     page.keyboard.press("j")

@@ -71,7 +71,7 @@ def test_editing_the_ledger_inline(page, login, seeded, workspace, screenshot):
     assert "platform" in saved.inner_text() and "<twice>" in saved.inner_text()
     assert "ok" in saved.locator(".badge").all_inner_texts()
     # The flagged counter refreshes through the ledgerChanged event.
-    page.wait_for_function("document.querySelector('#flag-summary').innerText.includes('14')")
+    page.wait_for_function("() => document.querySelector('#flag-summary').innerText.includes('14')")
     screenshot("ledger-saved")
     stored = Instruction.objects.get(pk=instruction.pk)
     assert (stored.owner, str(stored.review_due_on)) == ("platform", "2027-01-01")

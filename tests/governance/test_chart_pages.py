@@ -76,7 +76,7 @@ def demo_pages():
     pages |= {f"{base}/qualification/limits/{lim.pk}/": 0 for lim in OperatingLimit.objects.all()}
     pages[f"{base}/qualification/audits/{AssemblyAudit.objects.first().pk}/"] = 1
     analytics = {"": 3, "steps/": 1, "compactions/": 3, "coverage/": 1, "incidents/": 1,
-                 "what-if/": 2}  # fmt: skip
+                 "what-if/": 2, "post-compaction/": 1}  # fmt: skip
     pages |= {f"{base}/analytics/{path}": n for path, n in analytics.items()}
     pages[f"{base}/annotations/divergences/"] = 3
     run = Run.objects.filter(workspace=workspace).order_by("pk").first()
@@ -92,7 +92,8 @@ def open_charts(page, path: str, expected: int) -> int:
     count = page.evaluate("document.querySelectorAll('[data-figure]').length")
     assert count >= expected, (path, count)
     page.wait_for_function(
-        f"document.querySelectorAll('[data-figure] .main-svg').length >= {count}", timeout=20000
+        f"() => document.querySelectorAll('[data-figure] .main-svg').length >= {count}",
+        timeout=20000,
     )
     return count
 

@@ -120,7 +120,7 @@ def test_every_page_works_under_the_policy(page, live_server):
         charts = page.locator(".chart[data-figure]")
         if charts.count():
             page.wait_for_function(
-                "Array.from(document.querySelectorAll('.chart[data-figure]'))"
+                "() => Array.from(document.querySelectorAll('.chart[data-figure]'))"
                 ".every(c => c.querySelector('.main-svg'))"
             )
             charts_drawn += charts.count()

@@ -40,7 +40,7 @@ def test_named_pages_show_one_number_format(page, login, seeded, screenshot):
     screenshot("numbers-limits")
 
     page.goto(f"{page.base_url}/w/team-a/qualification/sweeps/{seeded.pk}/")
-    page.wait_for_function("document.querySelectorAll('[data-figure] .main-svg').length >= 5")
+    page.wait_for_function("() => document.querySelectorAll('[data-figure] .main-svg').length >= 5")
     text = page.locator("main").inner_text()
     assert not UPPER_K.search(text), UPPER_K.search(text)
     shifts = page.locator("#shift-h + table").inner_text()

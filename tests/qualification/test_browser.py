@@ -12,7 +12,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def wait_for_charts(page, count):
     page.wait_for_function(
-        f"document.querySelectorAll('[data-figure] .main-svg').length >= {count}", timeout=20000
+        f"() => document.querySelectorAll('[data-figure] .main-svg').length >= {count}",
+        timeout=20000,
     )
 
 

@@ -61,7 +61,7 @@ def test_reviewer_reviews_and_approves_a_limit(page, login, dropping_successor, 
     expect(why).to_contain_text("Weakest family")
     expect(why).to_contain_text("code_change")
     expect(why.get_by_text("Fewer knobs.")).to_be_visible()
-    page.wait_for_function("document.querySelector('#limit-decline .main-svg') !== null")
+    page.wait_for_function("() => document.querySelector('#limit-decline .main-svg') !== null")
     thumbnail = page.locator("#limit-decline")
     expect(thumbnail).to_be_visible()
     drawing = thumbnail.locator(".main-svg").first
@@ -72,10 +72,10 @@ def test_reviewer_reviews_and_approves_a_limit(page, login, dropping_successor, 
     items = flags.get_by_role("listitem")
     expect(items).to_have_count(8)
     texts = items.all_inner_texts()
-    assert "removed: stage plan_generation budget 12K" in texts
-    assert "removed: source history limit 6K" in texts
-    assert "removed: source memory limit 1K" in texts
-    assert "loosened: source system limit 3K → 3.5K" in texts
+    assert "removed: stage plan_generation budget 12k" in texts
+    assert "removed: source history limit 6k" in texts
+    assert "removed: source memory limit 1k" in texts
+    assert "loosened: source system limit 3k → 3.5k" in texts
     approve = page.get_by_role("button", name="Approve limit")
     for earlier in (why, thumbnail, flags):
         assert box(approve)["y"] > bottom(earlier)
@@ -110,7 +110,7 @@ def test_reviewer_reviews_and_approves_a_limit(page, login, dropping_successor, 
     page.goto(f"{page.base_url}/w/team-a/settings/audit/?action=operating_limit.approve")
     row = (
         page.get_by_role("row")
-        .filter(has_text="operating_limit.approve")
+        .filter(has_text="Operating limit approved")
         .filter(has_text="Agents v2")
     )
     expect(row).to_have_count(1)

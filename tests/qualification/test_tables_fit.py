@@ -44,6 +44,7 @@ def wide_lists(loaded_qualification, members, named_sessions, workspace):
     limit = services.operating_limit_approve(
         limit=limit, reviewer=members["reviewer"],
         membership=Membership.objects.get(user=members["reviewer"], workspace=workspace),
+        confirmed=True,
     )  # fmt: skip
     run_ids = [str(uuid.UUID(int=random.Random(index).getrandbits(128))) for index in range(4)]
     for index, run_id in enumerate(run_ids):
@@ -101,7 +102,7 @@ def test_a_list_that_scrolls_keeps_its_first_column_in_view(page, login, wide_li
     first = page.locator(".table-wrap tbody tr:first-child > :first-child").first
     left = first.bounding_box()["x"]
     wrap.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
-    page.wait_for_function("document.querySelector('.table-wrap').scrollLeft > 0")
+    page.wait_for_function("() => document.querySelector('.table-wrap').scrollLeft > 0")
     assert first.bounding_box()["x"] == pytest.approx(left, abs=1)
     last = page.locator(".table-wrap thead th").last.bounding_box()
     box = wrap.bounding_box()
