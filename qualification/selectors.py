@@ -8,10 +8,13 @@ from pathlib import Path
 
 import orjson
 import pandas as pd
+import plotly
 from django.core.cache import cache
 from django.db.models import Case, Count, Max, Q, QuerySet, When
 from django.http import Http404
 
+import numfmt
+from governance import charts as governance_charts
 from governance.models import AuditEvent, Job, JobStatus, Role
 from qualification import charts
 from qualification.analysis.limits import ValueChange, compare_limit_values
@@ -504,7 +507,11 @@ def lab_reference_for_model(*, workspace, model_name: str) -> LabReference | Non
     return None
 
 
-_CHARTS_FINGERPRINT = hashlib.sha256(Path(charts.__file__).read_bytes()).hexdigest()[:12]
+# The figures depend on this code: a deploy that changes any of it must not serve old ones.
+_CHARTS_FINGERPRINT = hashlib.sha256(
+    b"".join(Path(m.__file__).read_bytes() for m in (charts, governance_charts, numfmt))
+    + plotly.__version__.encode()
+).hexdigest()[:12]
 
 
 def sweep_figures(*, result: dict, previous_result: dict | None, failures: list[dict]) -> dict:
