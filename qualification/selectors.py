@@ -322,6 +322,18 @@ def limit_review(*, limit: OperatingLimit) -> LimitReview:
     )
 
 
+def limit_review_digest(*, limit: OperatingLimit, review: LimitReview) -> str:
+    """A fingerprint of what a reviewer reads before approving: the limit's values and
+    justification, and what it is compared with. Approving with an older one is refused."""
+    content = {
+        "values": limit_values(limit),
+        "justification": limit.justification,
+        "baseline": review.baseline.pk if review.baseline else None,
+        "baseline_values": limit_values(review.baseline) if review.baseline else None,
+    }
+    return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
 def limit_approval(*, limit: OperatingLimit) -> AuditEvent | None:
     """The audit entry of a limit's approval: who, when and their comment."""
     if limit.approved_at is None:
