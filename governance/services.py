@@ -88,6 +88,8 @@ def membership_set(*, workspace: Workspace, user, role: int, actor=None) -> Memb
             workspace=workspace, user=user, defaults={"role": role}
         )
         previous = None if created else membership.role
+        if previous == Role.ADMIN and role != Role.ADMIN:
+            _require_another_admin(membership)
         if not created and membership.role != role:
             membership.role = role
             membership.save(update_fields=["role"])
@@ -106,8 +108,24 @@ def membership_set(*, workspace: Workspace, user, role: int, actor=None) -> Memb
     return membership
 
 
+def _require_another_admin(membership: Membership) -> None:
+    """A workspace always keeps an admin: the last one cannot leave or step down."""
+    others = (
+        Membership.objects.select_for_update()
+        .filter(workspace=membership.workspace, role=Role.ADMIN)
+        .exclude(pk=membership.pk)
+    )
+    if not others.exists():
+        raise Conflict(
+            f"{membership.user.get_username()} is the workspace's only admin: make another "
+            "member admin first."
+        )
+
+
 def membership_remove(*, membership: Membership, actor) -> None:
     with transaction.atomic():
+        if membership.role == Role.ADMIN:
+            _require_another_admin(membership)
         audit_record(
             workspace=membership.workspace,
             actor=actor,

@@ -223,6 +223,7 @@ class LimitApproveForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Kept in the audit log with the approval and shown on this limit.",
     )
+    reviewed = forms.CharField(required=False, widget=forms.HiddenInput)
 
 
 class SourceLimitForm(forms.Form):

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import orjson
 import pandas as pd
+import plotly
 from django.core.cache import cache
 from django.db.models import Case, Count, Max, Q, QuerySet, When
 from django.http import Http404
 
+import numfmt
+from governance import charts as governance_charts
 from governance.models import AuditEvent, Job, JobStatus, Role
 from qualification import charts
 from qualification.analysis.limits import ValueChange, compare_limit_values
@@ -319,6 +322,18 @@ def limit_review(*, limit: OperatingLimit) -> LimitReview:
     )
 
 
+def limit_review_digest(*, limit: OperatingLimit, review: LimitReview) -> str:
+    """A fingerprint of what a reviewer reads before approving: the limit's values and
+    justification, and what it is compared with. Approving with an older one is refused."""
+    content = {
+        "values": limit_values(limit),
+        "justification": limit.justification,
+        "baseline": review.baseline.pk if review.baseline else None,
+        "baseline_values": limit_values(review.baseline) if review.baseline else None,
+    }
+    return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
 def limit_approval(*, limit: OperatingLimit) -> AuditEvent | None:
     """The audit entry of a limit's approval: who, when and their comment."""
     if limit.approved_at is None:
@@ -504,7 +519,11 @@ def lab_reference_for_model(*, workspace, model_name: str) -> LabReference | Non
     return None
 
 
-_CHARTS_FINGERPRINT = hashlib.sha256(Path(charts.__file__).read_bytes()).hexdigest()[:12]
+# The figures depend on this code: a deploy that changes any of it must not serve old ones.
+_CHARTS_FINGERPRINT = hashlib.sha256(
+    b"".join(Path(m.__file__).read_bytes() for m in (charts, governance_charts, numfmt))
+    + plotly.__version__.encode()
+).hexdigest()[:12]
 
 
 def sweep_figures(*, result: dict, previous_result: dict | None, failures: list[dict]) -> dict:

@@ -553,16 +553,20 @@ def limit_context(request, limit, **extra) -> dict:
     thumbnail = None
     if analysis is not None and analysis.result["families"]:
         thumbnail = charts.decline_thumbnail(analysis.result, limit_tokens=limit.max_context_tokens)
+    review = selectors.limit_review(limit=limit)
     return dict(
         limit=limit,
         qualification=limit.qualification,
         requalification=selectors.requalification_status(limit=limit),
         audits=limit.audits.select_related("created_by")[:10],
         successors=limit.successors.order_by("-created_at"),
-        review=selectors.limit_review(limit=limit),
+        review=review,
         approval=selectors.limit_approval(limit=limit),
         thumbnail=thumbnail,
-        approve_form=extra.pop("approve_form", None) or forms.LimitApproveForm(),
+        approve_form=extra.pop("approve_form", None)
+        or forms.LimitApproveForm(
+            initial={"reviewed": selectors.limit_review_digest(limit=limit, review=review)}
+        ),
         is_contributor=request.user.pk in limit.contributor_ids,
         check_form=check_form,
         allocation_formset=allocation_formset,
@@ -598,6 +602,7 @@ class LimitApproveView(WorkspaceTemplateView):
                 membership=self.membership,
                 confirmed=form.cleaned_data["confirm"],
                 comment=form.cleaned_data["comment"],
+                reviewed=form.cleaned_data["reviewed"] or None,
             )
         except PermissionDenied as exc:
             context = limit_context(request, limit, approval_error=str(exc))

@@ -57,6 +57,12 @@ def sessions_with_model(value: str) -> ItemContains:
     return ItemContains(F("model_names"), value)
 
 
+class IntegerFilter(django_filters.NumberFilter):
+    """A whole number: NumberFilter's decimal field takes "1.5" and "1e30"."""
+
+    field_class = forms.IntegerField
+
+
 class SessionFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="filter_text", label="Search")
     harness = django_filters.ChoiceFilter(choices=Harness.choices, empty_label="Any harness")
@@ -74,8 +80,8 @@ class SessionFilter(django_filters.FilterSet):
         field_name="last_ingested_at", lookup_expr="date__gte", label="Ingested on or after",
         widget=forms.DateInput(attrs={"type": "date"}),
     )  # fmt: skip
-    job = django_filters.NumberFilter(
-        method="filter_job", label="From upload (job #)", min_value=1,
+    job = IntegerFilter(
+        method="filter_job", label="From upload (job #)", min_value=1, max_value=2**63 - 1,
         help_text="Sessions whose calls an ingest job read, or found already read.",
     )  # fmt: skip
 

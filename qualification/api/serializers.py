@@ -303,6 +303,13 @@ class LimitApproveSerializer(serializers.Serializer):
         max_length=COMMENT_MAX_CHARS,
         help_text="Optional. Kept in the audit log entry of the approval and shown on the limit.",
     )
+    reviewed = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Optional: the `review.digest` you read. If the limit or what it is compared "
+        "with changed since, the approval is refused with 409 `review_stale`.",
+    )
 
 
 class LimitChangeSerializer(serializers.Serializer):
@@ -347,6 +354,7 @@ class OperatingLimitSerializer(serializers.ModelSerializer):
         return {
             "compared_with": review.baseline.pk if review.baseline else None,
             "changes": [change.as_dict() for change in review.changes],
+            "digest": selectors.limit_review_digest(limit=limit, review=review),
         }
 
     def get_approval_comment(self, limit) -> str | None:

@@ -443,6 +443,7 @@ class OperatingLimitViewSet(WorkspaceViewSet):
             membership=request.membership,
             confirmed=payload.validated_data["confirm"],
             comment=payload.validated_data["comment"],
+            reviewed=payload.validated_data["reviewed"] or None,
         )
         return Response(serializers.OperatingLimitSerializer(limit).data)
 

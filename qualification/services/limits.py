@@ -303,13 +303,21 @@ COMMENT_MAX_CHARS = 2000
 
 
 def operating_limit_approve(
-    *, limit: OperatingLimit, reviewer, membership, confirmed: bool, comment: str = ""
+    *,
+    limit: OperatingLimit,
+    reviewer,
+    membership,
+    confirmed: bool,
+    comment: str = "",
+    reviewed: str | None = None,
 ) -> OperatingLimit:
     """A reviewer who neither proposed nor edited the limit approves it; its predecessor is
     superseded in the same transaction, and its qualification takes no more trials.
 
     The reviewer must confirm they read the justification and the flagged (removed or
     loosened) values; the audit entry keeps their comment and the flags they confirmed.
+    `reviewed` is the `limit_review_digest` of what they read: if the limit or what it is
+    compared with changed since, the approval is refused (409).
     """
     if membership is None or membership.role < Role.REVIEWER:
         raise PermissionDenied("Approving an operating limit needs the reviewer role.")
@@ -338,6 +346,14 @@ def operating_limit_approve(
                 "that you did."
             )
         review = selectors.limit_review(limit=current)
+        if reviewed is not None and reviewed != selectors.limit_review_digest(
+            limit=current, review=review
+        ):
+            raise Conflict(
+                "This limit, or the limit it is compared with, changed after you opened it. "
+                "Read it again before approving.",
+                code="review_stale",
+            )
         predecessor = None
         if current.supersedes_id:
             predecessor = OperatingLimit.objects.select_for_update().get(pk=current.supersedes_id)

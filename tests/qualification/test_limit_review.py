@@ -201,7 +201,7 @@ def test_the_schema_documents_confirm_and_comment(api_for):
     assert "`confirm: true`" in approve["description"] and "`comment`" in approve["description"]
     ref = approve["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     fields = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"]
-    assert set(fields) == {"confirm", "comment"}
+    assert set(fields) == {"confirm", "comment", "reviewed"}
     assert "must be true" in fields["confirm"]["description"]
     assert "audit log" in fields["comment"]["description"]
     limit = schema["components"]["schemas"]["OperatingLimit"]["properties"]
@@ -250,3 +250,30 @@ def test_a_stricter_successor_has_no_flags_and_lists_its_other_changes(
     assert "maximum context" in others and "status-tightened" in others
     assert "stage <code>plan_generation</code> budget" in others
     assert "stage <code>ticket_parsing</code>" not in others  # 4K in both: unchanged
+
+
+def test_an_approval_of_a_limit_edited_after_it_was_read_is_refused(
+    client_for, api_for, dropping_successor, members
+):
+    reviewer = client_for("reviewer")
+    page = reviewer.get(f"{BASE}/limits/{dropping_successor.pk}/").content.decode()
+    read = re.search(r'name="reviewed" value="([0-9a-f]{16})"', page).group(1)
+    # The editor loosens the proposal while the reviewer reads it.
+    services.operating_limit_update(
+        limit=dropping_successor, actor=members["editor"], source_limits={"system": 9000}
+    )
+    stale = reviewer.post(
+        f"{BASE}/limits/{dropping_successor.pk}/approve/",
+        {"confirm": "on", "reviewed": read},
+        follow=True,
+    )
+    assert "changed after you opened it" in stale.content.decode()  # the flash, on the limit
+    assert OperatingLimit.objects.get(pk=dropping_successor.pk).status == "proposed"
+    api = api_for("reviewer")
+    url = f"/api/v1/operating-limits/{dropping_successor.pk}/"
+    refused = api.post(f"{url}approve/", {"confirm": True, "reviewed": read}, format="json")
+    assert refused.status_code == 409 and refused.json()["code"] == "review_stale"
+    fresh = api.get(url).json()["review"]["digest"]
+    assert fresh != read
+    approved = api.post(f"{url}approve/", {"confirm": True, "reviewed": fresh}, format="json")
+    assert approved.status_code == 200, approved.json()

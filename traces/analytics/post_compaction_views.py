@@ -68,8 +68,17 @@ class CorrectionsCsv(AnalyticsPage):
         ]
         writer.writerow([*header, "phrase_list_version"])
         for match in section["matches"]:
-            writer.writerow([*(match[k] for k in header), section["phrase_list_version"]])
+            writer.writerow(
+                [*(_spreadsheet_safe(match[k]) for k in header), section["phrase_list_version"]]
+            )
         return response
+
+
+def _spreadsheet_safe(value):
+    """Operator text that a spreadsheet would read as a formula gets a leading quote."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
 
 
 class PhraseListForm(forms.Form):
