@@ -32,6 +32,7 @@ class SessionListView(WorkspaceListView):
 class SessionDetailView(WorkspaceTemplateView):
     template_name = "traces/session_detail.html"
     calls_per_page = 100
+    rows = 50  # runs and compactions listed before "Show all": a long session has hundreds
 
     def get(self, request, *args, **kwargs):
         session = selectors.session_get(workspace=self.workspace, pk=kwargs["pk"])
@@ -69,10 +70,14 @@ class SessionDetailView(WorkspaceTemplateView):
             if c.kind == "full"
         ]
         figure, downsampled = context_timeline(series, marks)
+        runs = list(selectors.session_runs(session=session))
+        shown = request.GET.get("all")
         context.update(
             agents=agents,
             compactions=compactions,
-            runs=selectors.session_runs(session=session),
+            compactions_shown=compactions if shown == "compactions" else compactions[: self.rows],
+            runs=runs,
+            runs_shown=runs if shown == "runs" else runs[: self.rows],
             figure=figure,
             downsampled=downsampled,
             point_count=session.call_count,
