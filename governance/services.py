@@ -167,6 +167,12 @@ def invitee_normalize(raw: str) -> str:
     return invitee.lower() if "@" in invitee else invitee
 
 
+def workspace_lock(*, workspace: Workspace) -> None:
+    """Hold the workspace row until the transaction ends, for writes that insert the next
+    row of a per-workspace sequence (a version, an invitation) and must not race."""
+    list(Workspace.objects.select_for_update().filter(pk=workspace.pk).values_list("pk"))
+
+
 def invitation_create(*, workspace: Workspace, invitee: str, role: int, actor) -> Invitation:
     """Invite `invitee` with `role`. Inviting again while one is open renews it (new role,
     a fresh expiry) rather than adding a second."""
@@ -176,6 +182,9 @@ def invitation_create(*, workspace: Workspace, invitee: str, role: int, actor) -
         raise InputError(f"{invitee} is already a member; change their role in the table.")
     expires_at = timezone.now() + Invitation.LIFETIME
     with transaction.atomic():
+        # A row lock on the invitation cannot cover one that does not exist yet: two first
+        # invitations of one person would both insert. The workspace row serialises them.
+        workspace_lock(workspace=workspace)
         invitation = (
             Invitation.objects.select_for_update()
             .filter(workspace=workspace, invitee=invitee, status=InvitationStatus.PENDING)
@@ -387,6 +396,9 @@ def job_enqueue(*, job: Job, task) -> None:
     transaction.on_commit(lambda: task.delay(job_id))
 
 
+_TASK_IMPORT_LOCK = threading.Lock()
+
+
 def task_named(name: str):
     """The registered Celery task called `name` (KeyError if there is none): services send
     tasks by name, so that they never import them."""
@@ -394,8 +406,11 @@ def task_named(name: str):
 
     task = app.tasks.get(name)
     if task is None:
-        app.loader.import_default_modules()  # registers every app's tasks, in any process
-        task = app.tasks[name]
+        # Registering every app's tasks is not thread-safe: requests served by threads
+        # would otherwise see a half-filled registry.
+        with _TASK_IMPORT_LOCK:
+            app.loader.import_default_modules()
+            task = app.tasks[name]
     return task
 
 

@@ -7,7 +7,7 @@ from django.db import transaction
 
 from governance.errors import InputError
 from governance.models import Workspace
-from governance.services import audit_record, workspace_bump_data_version
+from governance.services import audit_record, workspace_bump_data_version, workspace_lock
 from traces.analysis.post_compaction import PhraseMatcher, normalise_phrases, post_compaction
 from traces.analytics.models import CorrectionPhraseList
 from traces.analytics.post_compaction_selectors import corpus_load, phrase_list_current
@@ -31,6 +31,7 @@ def correction_phrases_save(
     if long:
         raise InputError(f"Phrases are at most {MAX_PHRASE_CHARS} characters: {long[0][:40]}…")
     with transaction.atomic():
+        workspace_lock(workspace=workspace)  # two saves must not both take version n + 1
         current = phrase_list_current(workspace=workspace)
         if current.phrases == cleaned and current.row is not None:
             raise InputError("Nothing changed: the phrases are those of the current version.")
