@@ -227,17 +227,24 @@ class Requalification:
     successor: OperatingLimit | None = None  # a proposal waiting for review, if any
 
 
-def requalification_status(*, limit: OperatingLimit) -> Requalification:
+def requalification_status(
+    *, limit: OperatingLimit, latest_memo: dict | None = None
+) -> Requalification:
     """Due when the latest qualification of the same model and workload was run under a
-    different configuration fingerprint (or workload version) than the one this limit cites."""
+    different configuration fingerprint (or workload version) than the one this limit cites.
+    `latest_memo` shares the latest-qualification lookups across the limits of one list."""
     if limit.status != LimitStatus.APPROVED:
         return Requalification(due=False)
     own = limit.qualification
-    latest = latest_qualification_for(
-        workspace=limit.workspace,
-        model_name=own.configuration.model_name,
-        workload_name=own.workload.name,
-    )
+    key = (own.configuration.model_name, own.workload.name)
+    if latest_memo is not None and key in latest_memo:
+        latest = latest_memo[key]
+    else:
+        latest = latest_qualification_for(
+            workspace=limit.workspace, model_name=key[0], workload_name=key[1]
+        )
+        if latest_memo is not None:
+            latest_memo[key] = latest
     if latest is None or (
         latest.configuration.fingerprint == limit.configuration_fingerprint
         and latest.workload_id == own.workload_id
@@ -338,6 +345,8 @@ def limit_approval(*, limit: OperatingLimit) -> AuditEvent | None:
     """The audit entry of a limit's approval: who, when and their comment."""
     if limit.approved_at is None:
         return None
+    if hasattr(limit, "_approval"):  # set by limits_prefetch_approvals
+        return limit._approval
     return (
         AuditEvent.objects.filter(
             workspace=limit.workspace,
@@ -349,6 +358,29 @@ def limit_approval(*, limit: OperatingLimit) -> AuditEvent | None:
         .order_by("-created_at", "-id")
         .first()
     )
+
+
+def limits_prefetch_approvals(*, workspace, limits) -> list[OperatingLimit]:
+    """The approval entries of all `limits` in one query, for `limit_approval` to return
+    without a query per limit on list pages and the list API."""
+    limits = list(limits)
+    ids = [str(limit.pk) for limit in limits if limit.approved_at is not None]
+    latest: dict[str, AuditEvent] = {}
+    events = (
+        AuditEvent.objects.filter(
+            workspace=workspace,
+            action="operating_limit.approve",
+            object_type=OperatingLimit._meta.label_lower,
+            object_id__in=ids,
+        )
+        .select_related("actor")
+        .order_by("created_at", "id")
+    )
+    for event in events:
+        latest[event.object_id] = event  # ordered oldest first: the last one stays
+    for limit in limits:
+        limit._approval = latest.get(str(limit.pk))
+    return limits
 
 
 def limit_analysis(*, limit: OperatingLimit) -> QualificationAnalysis | None:

@@ -534,8 +534,14 @@ class LimitListView(WorkspaceListView):
         return selectors.operating_limits_for(workspace=self.workspace)
 
     def get_context_data(self, **kwargs):
+        latest: dict = {}
         rows = [
-            {"limit": limit, "requalification": selectors.requalification_status(limit=limit)}
+            {
+                "limit": limit,
+                "requalification": selectors.requalification_status(
+                    limit=limit, latest_memo=latest
+                ),
+            }
             for limit in kwargs["object_list"]
         ]
         return {**kwargs, "rows": rows}

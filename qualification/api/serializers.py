@@ -363,7 +363,9 @@ class OperatingLimitSerializer(serializers.ModelSerializer):
         return approval.data.get("comment", "") if approval else None
 
     def get_requalification(self, limit) -> dict:
-        status = selectors.requalification_status(limit=limit)
+        status = selectors.requalification_status(
+            limit=limit, latest_memo=self.context.setdefault("latest_qualifications", {})
+        )
         return {
             "due": status.due,
             "latest_qualification": status.latest.pk if status.latest else None,

@@ -345,6 +345,12 @@ class OperatingLimitViewSet(WorkspaceViewSet):
     ordering_fields = ["created_at", "approved_at"]
     action_roles = {"approve": Role.REVIEWER}
 
+    def paginate_queryset(self, queryset):
+        page = super().paginate_queryset(queryset)
+        if page is not None:
+            selectors.limits_prefetch_approvals(workspace=self.request.workspace, limits=page)
+        return page
+
     @extend_schema(
         summary="Propose a limit from a qualification",
         description="Defaults come from the qualification's analysis: its proposed production "

@@ -277,3 +277,41 @@ def test_an_approval_of_a_limit_edited_after_it_was_read_is_refused(
     assert fresh != read
     approved = api.post(f"{url}approve/", {"confirm": True, "reviewed": fresh}, format="json")
     assert approved.status_code == 200, approved.json()
+
+
+def _approved_chain(qualification, members, count: int) -> None:
+    from governance.models import Membership
+
+    admin = Membership.objects.get(user=members["admin"])
+    for n in range(count):
+        limit = services.operating_limit_propose(
+            qualification=qualification, actor=members["editor"], name=f"Chain {n}", values={}
+        )
+        services.operating_limit_approve(
+            limit=limit, reviewer=members["admin"], membership=admin, confirmed=True,
+            comment=f"approved {n}",
+        )  # fmt: skip
+
+
+def test_listing_limits_costs_the_same_queries_for_three_or_nine(
+    api_for, loaded_qualification, members
+):
+    """Each row's approval comment comes from one lookup shared by the page of results, not
+    from a query per row."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    reviewer = api_for("reviewer")
+    counts = []
+    for total in (3, 9):
+        _approved_chain(loaded_qualification, members, total - OperatingLimit.objects.count())
+        reviewer.get("/api/v1/operating-limits/")  # warm: sessions, caches
+        with CaptureQueriesContext(connection) as queries:
+            response = reviewer.get("/api/v1/operating-limits/")
+        assert response.status_code == 200
+        counts.append(len(queries))
+    rows = response.json()["results"]
+    assert sorted(row["approval_comment"] for row in rows) == sorted(
+        f"approved {n}" for n in list(range(3)) + list(range(6))
+    )
+    assert counts[1] == counts[0], counts
