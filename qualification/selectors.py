@@ -10,7 +10,7 @@ import orjson
 import pandas as pd
 import plotly
 from django.core.cache import cache
-from django.db.models import Case, Count, Max, Q, QuerySet, When
+from django.db.models import Case, Count, F, Max, Q, QuerySet, When
 from django.http import Http404
 
 import numfmt
@@ -397,12 +397,18 @@ def limit_analysis(*, limit: OperatingLimit) -> QualificationAnalysis | None:
 
 
 def limits_awaiting_review(*, membership, qualification: Qualification | None = None) -> list:
-    """Proposed limits this member may approve: the reviewer role, and neither proposed nor
-    edited by them. Oldest first."""
+    """Proposed limits this member may approve: the reviewer role, neither proposed nor
+    edited by them, and still approvable (its trials unchanged since it was proposed, and the
+    limit it supersedes still approved). Oldest first."""
     if not membership.has_role(Role.REVIEWER):
         return []
-    limits = operating_limits_for(workspace=membership.workspace).filter(
-        status=LimitStatus.PROPOSED
+    limits = (
+        operating_limits_for(workspace=membership.workspace)
+        .filter(
+            status=LimitStatus.PROPOSED,
+            analysis_data_version=F("qualification__data_version"),
+        )
+        .exclude(Q(supersedes__isnull=False) & ~Q(supersedes__status=LimitStatus.APPROVED))
     )
     if qualification is not None:
         limits = limits.filter(qualification=qualification)

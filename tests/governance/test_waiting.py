@@ -4,12 +4,14 @@ runs left for the member, each linked to where the work is done, scoped to the w
 import re
 
 import pytest
+from django.db.models import F
 
 from governance.models import Membership, Role
 from governance.selectors import waiting_for
 from governance.services import membership_set
 from qualification import services as qualification_services
 from qualification.analysis.simulate import simulate_sweep
+from qualification.models import Qualification
 from specs import services as spec_services
 from specs.analysis.content import Item
 from tests.annotations.conftest import ingest_synthetic
@@ -128,6 +130,22 @@ def test_nobody_is_asked_to_review_their_own_work(client_for, workspace, members
     # The admin, who wrote neither, reviews both.
     admin = waiting_for(membership=membership(members, "admin"))
     assert len(admin.limits) == 1 and len(admin.spec_versions) == 1
+
+
+def test_a_proposal_that_can_no_longer_be_approved_is_not_waiting(
+    workspace, members, run_on_commit
+):
+    """New trials after the proposal make its approval a 409: nobody is asked to review it."""
+    limit = proposed_limit(workspace, members, run_on_commit)
+    assert [row.pk for row in waiting_for(membership=membership(members, "admin")).limits] == [
+        limit.pk
+    ]
+    qualification = limit.qualification
+    # What a later trial batch does to the qualification (see trial_batch_load).
+    Qualification.objects.filter(pk=qualification.pk).update(data_version=F("data_version") + 1)
+    qualification.refresh_from_db()
+    assert qualification.data_version != limit.analysis_data_version
+    assert waiting_for(membership=membership(members, "admin")).limits == []
 
 
 def test_an_editor_sees_their_queue_runs_but_no_reviews(
