@@ -28,7 +28,7 @@ def by_turns(result: dict) -> dict:
         high = [row[key]["ci"][1] for _, row in shown]
         fig.add_trace(
             go.Scatter(
-                x=x + x[::-1], y=high + low[::-1], fill="toself", fillcolor=_band_color(color, 0.18),
+                x=x + x[::-1], y=high + low[::-1], mode="lines", fill="toself", fillcolor=_band_color(color, 0.18),
                 line={"width": 0}, name=f"{name}: 95% Wilson band", hoverinfo="skip", legendgroup=key,
             )
         )  # fmt: skip
