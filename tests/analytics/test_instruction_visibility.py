@@ -165,4 +165,7 @@ def test_page_shows_the_counts(workspace, planted, ledger_instruction, client_fo
     text = never.content.decode()
     assert "The instruction was never delivered in these calls" in text
     assert "from each agent&#x27;s first call" in text or "from each agent's first call" in text
-    assert "19 calls" not in text and "0 calls in the window without visible thinking; 43 calls" in text
+    assert (
+        "19 calls" not in text
+        and "0 calls in the window without visible thinking; 43 calls" in text
+    )
