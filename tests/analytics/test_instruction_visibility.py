@@ -161,6 +161,16 @@ def test_page_shows_the_counts(workspace, planted, ledger_instruction, client_fo
         page, {"instruction": INSTRUCTION, "ledger_instruction": ledger_instruction.pk}
     )
     assert "not both" in refused.content.decode()
+    csv_url = reverse("analytics:instruction_visibility_csv", args=[workspace.slug, "turns"])
+    rows = client.get(csv_url, {"instruction": INSTRUCTION}).content.decode().splitlines()
+    assert rows[0].startswith("turns_from,turns_to,n,calls_without_thinking,thinking_blocks,")
+    assert rows[4].startswith("10,19,6,4,6,0,0.0,0.0,")
+    sessions_csv = client.get(
+        reverse("analytics:instruction_visibility_csv", args=[workspace.slug, "sessions"]),
+        {"instruction": INSTRUCTION},
+    ).content.decode()
+    assert ",19,5,21,1,0.05263157894736842," in sessions_csv
+    assert client.get(csv_url).status_code == 400
     never = client.get(page, {"instruction": "Always write haiku commit messages."})
     text = never.content.decode()
     assert "The instruction was never delivered in these calls" in text

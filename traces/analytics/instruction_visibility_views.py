@@ -3,6 +3,7 @@ share of visible thinking by session and by turns since delivery out, computed o
 
 from __future__ import annotations
 
+from django.http import HttpResponse
 from django.urls import reverse
 
 from governance.errors import InputError
@@ -16,7 +17,8 @@ from traces.analytics.instruction_visibility_selectors import (
     ledger_instructions,
     subject_for,
 )
-from traces.analytics.views import THEMES
+from traces.analytics.post_compaction_views import _spreadsheet_safe
+from traces.analytics.views import THEMES, _csv_response
 
 SESSIONS_SHOWN = 100
 LEDGER_LABEL_CHARS = 90
@@ -77,5 +79,64 @@ class InstructionVisibilityPage(WorkspaceTemplateView):
             context.update(
                 figure=by_turns(result) if result["overall"]["n"] else None,
                 sessions_shown=result["by_session"][:SESSIONS_SHOWN],
+                query=self.request.GET.urlencode(),
             )
         return context
+
+
+def _counts(row: dict) -> list:
+    values = [row["n"], row["calls_without_thinking"], row["thinking_blocks"]]
+    for key in ("exact", "normalised"):
+        rate = row[key]
+        values += [rate["count"], rate["rate"], *(rate["ci"] or (None, None))]
+    return values
+
+
+COUNT_HEADER = [
+    "n", "calls_without_thinking", "thinking_blocks",
+    "exact_count", "exact_rate", "exact_ci_low", "exact_ci_high",
+    "normalised_count", "normalised_rate", "normalised_ci_low", "normalised_ci_high",
+]  # fmt: skip
+CSV_TABLES = {
+    "turns": (
+        ["turns_from", "turns_to", *COUNT_HEADER],
+        lambda result: ([*row["turns"], *_counts(row)] for row in result["by_turns"]),
+    ),
+    "sessions": (
+        ["session", "external_id", "title", "project", "harness", *COUNT_HEADER],
+        lambda result: (
+            [
+                _spreadsheet_safe(row[k])
+                for k in ("session", "external_id", "title", "project", "harness")
+            ]
+            + _counts(row)
+            for row in result["by_session"]
+        ),
+    ),
+}
+
+
+class InstructionVisibilityCsv(InstructionVisibilityPage):
+    """The chart's bins or the session table as CSV, for the same query as the page."""
+
+    def get(self, request, *args, **kwargs):
+        name = kwargs["name"]
+        if name not in CSV_TABLES:
+            return HttpResponse(
+                f"Unknown table {name!r}; choose one of {', '.join(CSV_TABLES)}.",
+                status=404,
+                content_type="text/plain",
+            )
+        context = self.get_context_data()
+        if context["result"] is None:
+            errors = "; ".join(
+                f"{field}: {' '.join(messages)}"
+                for field, messages in context["form"].errors.items()
+            )
+            return HttpResponse(
+                errors or "Give `instruction` or `ledger_instruction`.",
+                status=400,
+                content_type="text/plain",
+            )
+        header, rows = CSV_TABLES[name]
+        return _csv_response(f"instruction-visibility-{name}", header, rows(context["result"]))

@@ -33,4 +33,9 @@ urlpatterns = [
         iv_views.InstructionVisibilityPage.as_view(),
         name="instruction_visibility",
     ),
+    path(
+        "instruction-visibility/data/<slug:name>.csv",
+        iv_views.InstructionVisibilityCsv.as_view(),
+        name="instruction_visibility_csv",
+    ),
 ]
