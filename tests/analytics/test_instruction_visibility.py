@@ -4,9 +4,15 @@ the API (values, delivery rules, the 400s) and the page."""
 import pytest
 from django.urls import reverse
 
+from governance.errors import InputError
 from qualification.contextfiles.models import Instruction
 from qualification.contextfiles.services import context_file_import
 from tests.analytics.planted_instruction_visibility import INSTRUCTION, LEDGER_TEXT, sessions
+from traces.analytics.instruction_visibility_selectors import (
+    instruction_visibility_for,
+    subject_for,
+)
+from traces.analytics.selectors import AnalyticsFilters
 from traces.services import ingest_bytes
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +99,19 @@ def test_ledger_instruction_from_the_repository_sessions(planted, ledger_instruc
     _rate(overall["exact"], 3, 27)
     _rate(overall["normalised"], 5, 27)
     assert body["calls_outside_window"] == 1 + 10
+
+
+def test_too_many_calls_is_refused_naming_the_filters(workspace, planted):
+    subject = subject_for(workspace=workspace, instruction=INSTRUCTION)
+    with pytest.raises(InputError, match="The filters reach 43 calls; at most 40") as refused:
+        instruction_visibility_for(
+            workspace=workspace, filters=AnalyticsFilters(), subject=subject, max_calls=40
+        )
+    assert refused.value.payload == {"field": "filters"}
+    narrowed = instruction_visibility_for(
+        workspace=workspace, filters=AnalyticsFilters(project="shop"), subject=subject, max_calls=40
+    )
+    assert narrowed["calls_read"] == 8
 
 
 def test_filters_apply(planted, api_for):

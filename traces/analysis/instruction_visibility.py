@@ -55,7 +55,7 @@ def _to_space() -> dict[int, str]:
 
 
 def _unlinked(text: str) -> str:
-    return _LINK.sub(r"\1", text).casefold()
+    return (_LINK.sub(r"\1", text) if "](" in text else text).casefold()
 
 
 def normalise(text: str) -> str:

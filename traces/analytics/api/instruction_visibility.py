@@ -37,7 +37,7 @@ the context file's repository, elsewhere as `recorded`.
 
 Absence from visible reasoning does not prove that the instruction had no influence.
 
-Computed on request from the calls' text (at most 200,000 calls per request; narrow the
+Computed on request from the calls' text (at most 100,000 calls per request; narrow the
 filters otherwise)."""
 
 
