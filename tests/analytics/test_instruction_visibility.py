@@ -190,6 +190,8 @@ def test_page_shows_the_counts(workspace, planted, ledger_instruction, client_fo
     ).content.decode()
     assert ",19,5,21,1,0.05263157894736842," in sessions_csv
     assert client.get(csv_url).status_code == 400
+    nothing = client.get(page, {"instruction": INSTRUCTION, "project": "no-such-project"})
+    assert "No calls match these filters" in nothing.content.decode()
     never = client.get(page, {"instruction": "Always write haiku commit messages."})
     text = never.content.decode()
     assert "The instruction was never delivered in these calls" in text
