@@ -112,3 +112,30 @@ class WhatIfForm(forms.Form):
         if low and high and low >= high:
             self.add_error("compare_high", "The second threshold must be larger than the first.")
         return data
+
+
+class InstructionVisibilityForm(forms.Form):
+    """The instruction to look for: free text or one from the context-file ledger."""
+
+    instruction = forms.CharField(
+        required=False,
+        label="Instruction (free text)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="The words as they were given, e.g. a line of a system prompt.",
+    )
+    ledger_instruction = forms.TypedChoiceField(
+        required=False,
+        coerce=int,
+        empty_value=None,
+        label="or an instruction from the ledger",
+        help_text="Instructions of each context file's latest revision.",
+    )
+    delivery = forms.ChoiceField(required=False, label="Delivered")
+
+    def __init__(self, *args, ledger=(), deliveries=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["ledger_instruction"].choices = [("", "—"), *ledger]
+        self.fields["delivery"].choices = [
+            ("", "default: recorded for free text, repository for the ledger"),
+            *deliveries,
+        ]

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from traces.analytics import instruction_visibility_views as iv_views
 from traces.analytics import post_compaction_views as pc_views
 from traces.analytics import views
 
@@ -27,4 +28,14 @@ urlpatterns = [
         name="post_compaction_csv",
     ),
     path("post-compaction/phrases/", pc_views.PhraseListPage.as_view(), name="correction_phrases"),
+    path(
+        "instruction-visibility/",
+        iv_views.InstructionVisibilityPage.as_view(),
+        name="instruction_visibility",
+    ),
+    path(
+        "instruction-visibility/data/<slug:name>.csv",
+        iv_views.InstructionVisibilityCsv.as_view(),
+        name="instruction_visibility_csv",
+    ),
 ]

@@ -28,6 +28,7 @@ THEMES = [
     ("analytics:coverage", "Reference coverage"),
     ("analytics:incidents", "Incidents"),
     ("analytics:post_compaction", "After compaction"),
+    ("analytics:instruction_visibility", "Instruction visibility"),
     ("analytics:what_if", "What-if calculator"),
 ]
 SEED_FALLBACK = CycleParams(65_588, 1_470, 4_382, 28)

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from traces.analytics.api import views
+from traces.analytics.api.instruction_visibility import InstructionVisibilityView
 
 urlpatterns = [
     *[
@@ -13,6 +14,11 @@ urlpatterns = [
         )
         for name in views.SECTIONS
     ],
+    path(
+        "analytics/instruction-visibility/",
+        InstructionVisibilityView.as_view(),
+        name="analytics-instruction-visibility",
+    ),
     path(
         "analysis/compaction-cycle/",
         views.CompactionCycleView.as_view(),

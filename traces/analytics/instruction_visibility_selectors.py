@@ -1,0 +1,282 @@
+"""Reads for instruction visibility (seed 000): the calls the analytics filters select,
+their delivery point for one instruction and their visible thinking, read from the calls'
+text in chunks; the counting is `traces.analysis.instruction_visibility`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pandas as pd
+import zstandard
+
+from governance.errors import InputError
+from governance.models import Workspace
+from qualification.contextfiles.models import Instruction
+from qualification.contextfiles.selectors import instruction_get
+from traces.analysis.instruction_visibility import (
+    MAX_INSTRUCTION_CHARS,
+    CallThinking,
+    Matcher,
+    instruction_visibility,
+    without_list_marker,
+)
+from traces.analytics.selectors import AnalyticsFilters, _runs_for_calls, selected_calls
+from traces.models import Call, CallText, Run, Session
+
+TEXT_CHUNK = 1000
+# The text is read inside the request (50,000 calls took 2–5 s on a loaded 2-core
+# machine): past this many calls, narrow the filters.
+MAX_CALLS = 100_000
+
+
+class Delivery:
+    RECORDED = "recorded"
+    SESSION_START = "session_start"
+    REPOSITORY = "repository"
+
+    CHOICES = {
+        RECORDED: "where the recorded text first holds it",
+        SESSION_START: "from each agent's first call",
+        REPOSITORY: "from each agent's first call in sessions of the file's repository, "
+        "elsewhere where the recorded text first holds it",
+    }
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What is looked for: the text, where it comes from, and how its delivery is found."""
+
+    text: str
+    delivery: str
+    ledger: Instruction | None = None
+
+    @property
+    def repository_name(self) -> str:
+        if self.ledger is None:
+            return ""
+        return self.ledger.revision.context_file.repository.rstrip("/").rsplit("/", 1)[-1]
+
+
+def ledger_instructions(*, workspace: Workspace):
+    """The instructions of each context file's latest revision, for the form's choices."""
+    latest = {}
+    for instruction in (
+        Instruction.objects.for_workspace(workspace)
+        .select_related("revision__context_file")
+        .order_by("revision__context_file_id", "-revision__number", "position")
+    ):
+        file_id = instruction.revision.context_file_id
+        number = latest.setdefault(file_id, instruction.revision.number)
+        if instruction.revision.number == number:
+            yield instruction
+
+
+def subject_for(
+    *, workspace: Workspace, instruction: str = "", ledger_instruction=None, delivery: str = ""
+) -> Subject:
+    """Check the request's choice of instruction; errors name the field."""
+    text = (instruction or "").strip()
+    if bool(text) == bool(ledger_instruction):
+        both = bool(text)
+        raise _refused(
+            "instruction",
+            "Give either `instruction` (free text) or `ledger_instruction` (an instruction id "
+            "from the context-file ledger), "
+            + ("not both." if both else "one of them: neither was given."),
+        )
+    if delivery and delivery not in Delivery.CHOICES:
+        raise _refused("delivery", f"`delivery` must be one of {', '.join(Delivery.CHOICES)}.")
+    if ledger_instruction:
+        try:
+            pk = int(ledger_instruction)
+        except (TypeError, ValueError):
+            raise _refused(
+                "ledger_instruction", "`ledger_instruction` must be an instruction id (a number)."
+            ) from None
+        row = instruction_get(workspace=workspace, pk=pk)
+        quoted = without_list_marker(row.text)
+        if not Matcher(quoted).usable:
+            raise _refused("ledger_instruction", "This instruction has no letters or digits.")
+        return Subject(quoted, delivery or Delivery.REPOSITORY, row)
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise _refused(
+            "instruction", f"`instruction` is at most {MAX_INSTRUCTION_CHARS:,} characters."
+        )
+    if delivery == Delivery.REPOSITORY:
+        raise _refused("delivery", "`delivery` = repository needs a `ledger_instruction`.")
+    if not Matcher(text).usable:
+        raise _refused("instruction", "`instruction` has no letters or digits to match.")
+    return Subject(text, delivery or Delivery.RECORDED)
+
+
+def _refused(field: str, message: str) -> InputError:
+    return InputError(message, payload={"field": field})
+
+
+def _calls(workspace: Workspace, filters: AnalyticsFilters, max_calls: int) -> pd.DataFrame:
+    """Every call of the agents the filters reach, in (session, agent, order), with
+    `selected` marking the calls the filters select (the rest only carry delivery)."""
+    columns = ["id", "session", "agent", "order", "session_index"]
+    chosen = pd.DataFrame(
+        list(
+            selected_calls(workspace, filters).values_list(
+                "id", "session_id", "agent_id", "agent_index", "session_index"
+            )
+        ),
+        columns=columns,
+    )
+    if filters.task_type and len(chosen):
+        runs = pd.DataFrame(
+            list(
+                Run.objects.filter(
+                    workspace=workspace, agent_id__in=chosen["agent"].unique().tolist()
+                ).values_list("id", "agent_id", "first_call_index", "last_call_index", "task_type")
+            ),
+            columns=["id", "agent", "first", "last", "task_type"],
+        )
+        _, task_types = _runs_for_calls(
+            chosen["agent"].to_numpy(np.int64), chosen["session_index"].to_numpy(np.int64), runs
+        )
+        chosen = chosen[task_types == filters.task_type]
+    agents = chosen["agent"].unique().tolist()
+    every = pd.DataFrame(
+        [
+            row
+            for start in range(0, len(agents), 5000)
+            for row in Call.objects.filter(
+                workspace=workspace, agent_id__in=agents[start : start + 5000]
+            )
+            .order_by()
+            .values_list("id", "session_id", "agent_id", "agent_index", "session_index")
+        ],
+        columns=columns,
+    )
+    if len(every) > max_calls:
+        raise _refused(
+            "filters",
+            f"The filters reach {len(every):,} calls; at most {max_calls:,} are read per "
+            "request. Narrow the dates, harness or project.",
+        )
+    every["selected"] = every["id"].isin(chosen["id"])
+    return every.sort_values(["session", "agent", "order"], kind="stable")
+
+
+def _thinking(blocks) -> tuple[str, ...]:
+    return tuple(
+        str(b.get("text") or "")
+        for b in blocks or ()
+        if isinstance(b, dict) and b.get("type") == "thinking"
+    )
+
+
+def _results(text: dict) -> list[str]:
+    return [str(r.get("content") or "") for r in (text.get("results") or {}).values()]
+
+
+def _walk(calls: pd.DataFrame, subject: Subject, loaded_sessions: set[int]) -> Iterator:
+    """The selected calls as CallThinking, with each agent's delivery point found as its
+    calls are read in order: a prompt or compaction summary that holds the instruction
+    delivers it at that call; a tool result that holds it, at the agent's next call."""
+    matcher = Matcher(subject.text)
+    ids = calls["id"].tolist()
+    sessions = calls["session"].tolist()
+    agents = calls["agent"].tolist()
+    orders = calls["order"].tolist()
+    selected = calls["selected"].tolist()
+    delivered: dict[int, int] = {}
+    from_next_call: set[int] = set()
+    # One decompressor for the walk: building one per call (as `decompress_text` does)
+    # costs twice as much as decompressing and parsing a typical call's text.
+    decompressor = zstandard.ZstdDecompressor()
+    for start in range(0, len(ids), TEXT_CHUNK):
+        chunk = ids[start : start + TEXT_CHUNK]
+        texts = dict(CallText.objects.filter(call_id__in=chunk).values_list("call_id", "data"))
+        for offset, call_id in enumerate(chunk):
+            i = start + offset
+            session, agent, order = sessions[i], agents[i], orders[i]
+            data = texts.get(call_id)
+            text = orjson.loads(decompressor.decompress(bytes(data))) if data is not None else {}
+            if agent not in delivered:
+                if (
+                    subject.delivery == Delivery.SESSION_START
+                    or session in loaded_sessions
+                    or agent in from_next_call
+                    or matcher.in_window([text.get("prompt") or "", text.get("summary") or ""])
+                ):
+                    delivered[agent] = order
+                elif subject.delivery != Delivery.SESSION_START and matcher.in_window(
+                    _results(text)
+                ):
+                    from_next_call.add(agent)
+            if selected[i]:
+                yield CallThinking(
+                    session, agent, order, delivered.get(agent), _thinking(text.get("blocks"))
+                )
+
+
+def _repository_sessions(workspace: Workspace, session_ids, name: str) -> set[int]:
+    """Sessions whose project (working directory) ends in the repository's name."""
+    if not name:
+        return set()
+    wanted = name.casefold()
+    return {
+        pk
+        for pk, project in Session.objects.filter(workspace=workspace, id__in=session_ids)
+        .values_list("id", "project")
+        .iterator()
+        if project.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1].casefold() == wanted
+    }
+
+
+def instruction_visibility_for(
+    *, workspace: Workspace, filters: AnalyticsFilters, subject: Subject, max_calls=MAX_CALLS
+) -> dict:
+    """The counts for this instruction over the calls the filters select, with each
+    counted session's label and the delivery rule used."""
+    calls = _calls(workspace, filters, max_calls)
+    session_ids = calls["session"].unique().tolist()
+    loaded = (
+        _repository_sessions(workspace, session_ids, subject.repository_name)
+        if subject.delivery == Delivery.REPOSITORY
+        else set()
+    )
+    result = instruction_visibility(subject.text, _walk(calls, subject, loaded))
+    labels = {
+        row[0]: row
+        for row in Session.objects.filter(
+            workspace=workspace, id__in=[r["session"] for r in result["by_session"]]
+        ).values_list("id", "external_id", "title", "project", "harness")
+    }
+    for row in result["by_session"]:
+        _, external_id, title, project, harness = labels[row["session"]]
+        row.update(external_id=external_id, title=title, project=project, harness=harness)
+    result["by_session"].sort(key=lambda r: (-r["n"], r["session"]))
+    result.update(
+        delivery=subject.delivery,
+        delivery_rule=Delivery.CHOICES[subject.delivery],
+        ledger_instruction=_ledger(subject.ledger),
+        sessions_from_repository=len(loaded),
+        calls_read=len(calls),
+        calls_selected=int(calls["selected"].sum()) if len(calls) else 0,
+        filters=filters.as_dict(),
+        filters_text=filters.describe(),
+    )
+    return result
+
+
+def _ledger(row: Instruction | None) -> dict | None:
+    if row is None:
+        return None
+    context_file = row.revision.context_file
+    return {
+        "id": row.pk,
+        "context_file": str(context_file),
+        "repository": context_file.repository,
+        "path": context_file.path,
+        "revision": row.revision.number,
+        "section": row.section,
+        "line_start": row.line_start,
+    }

@@ -1,0 +1,142 @@
+"""The instruction-visibility page: an instruction (free text or from the ledger) in, its
+share of visible thinking by session and by turns since delivery out, computed on request."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.urls import reverse
+
+from governance.errors import InputError
+from governance.models import Role
+from governance.views import WorkspaceTemplateView
+from traces.analytics.forms import AnalyticsFilterForm, InstructionVisibilityForm
+from traces.analytics.instruction_visibility_charts import by_turns
+from traces.analytics.instruction_visibility_selectors import (
+    Delivery,
+    instruction_visibility_for,
+    ledger_instructions,
+    subject_for,
+)
+from traces.analytics.post_compaction_views import _spreadsheet_safe
+from traces.analytics.views import THEMES, _csv_response
+
+SESSIONS_SHOWN = 100
+LEDGER_LABEL_CHARS = 90
+
+
+def _ledger_choices(workspace) -> list[tuple[int, str]]:
+    choices = []
+    for row in ledger_instructions(workspace=workspace):
+        text = " ".join(row.text.split())
+        if len(text) > LEDGER_LABEL_CHARS:
+            text = text[: LEDGER_LABEL_CHARS - 1] + "…"
+        choices.append((row.pk, f"{row.revision.context_file} line {row.line_start}: {text}"))
+    return choices
+
+
+class InstructionVisibilityPage(WorkspaceTemplateView):
+    template_name = "analytics/instruction_visibility.html"
+    read_role = Role.VIEWER
+
+    def get_context_data(self, **kwargs):
+        query = self.request.GET
+        filter_form = AnalyticsFilterForm(query or None)
+        ledger = _ledger_choices(self.workspace)
+        form = InstructionVisibilityForm(
+            query or None, ledger=ledger, deliveries=list(Delivery.CHOICES.items())
+        )
+        result = None
+        asked = bool(query.get("instruction", "").strip() or query.get("ledger_instruction"))
+        if asked and form.is_valid() and filter_form.is_valid():
+            data = form.cleaned_data
+            try:
+                subject = subject_for(
+                    workspace=self.workspace,
+                    instruction=data["instruction"],
+                    ledger_instruction=data["ledger_instruction"],
+                    delivery=data["delivery"],
+                )
+                result = instruction_visibility_for(
+                    workspace=self.workspace, filters=filter_form.filters(), subject=subject
+                )
+            except InputError as exc:
+                field = exc.payload.get("field")
+                form.add_error(field if field in form.fields else None, exc.message)
+        context = super().get_context_data(
+            form=form,
+            filter_form=filter_form,
+            filters=filter_form.filters(),
+            asked=asked,
+            has_ledger=bool(ledger),
+            result=result,
+            themes=[
+                (name, label, reverse(name, args=[self.workspace.slug])) for name, label in THEMES
+            ],
+            theme="analytics:instruction_visibility",
+            **kwargs,
+        )
+        if result is not None:
+            context.update(
+                figure=by_turns(result) if result["overall"]["n"] else None,
+                sessions_shown=result["by_session"][:SESSIONS_SHOWN],
+                query=self.request.GET.urlencode(),
+            )
+        return context
+
+
+def _counts(row: dict) -> list:
+    values = [row["n"], row["calls_without_thinking"], row["thinking_blocks"]]
+    for key in ("exact", "normalised"):
+        rate = row[key]
+        values += [rate["count"], rate["rate"], *(rate["ci"] or (None, None))]
+    return values
+
+
+COUNT_HEADER = [
+    "n", "calls_without_thinking", "thinking_blocks",
+    "exact_count", "exact_rate", "exact_ci_low", "exact_ci_high",
+    "normalised_count", "normalised_rate", "normalised_ci_low", "normalised_ci_high",
+]  # fmt: skip
+CSV_TABLES = {
+    "turns": (
+        ["turns_from", "turns_to", *COUNT_HEADER],
+        lambda result: ([*row["turns"], *_counts(row)] for row in result["by_turns"]),
+    ),
+    "sessions": (
+        ["session", "external_id", "title", "project", "harness", *COUNT_HEADER],
+        lambda result: (
+            [
+                _spreadsheet_safe(row[k])
+                for k in ("session", "external_id", "title", "project", "harness")
+            ]
+            + _counts(row)
+            for row in result["by_session"]
+        ),
+    ),
+}
+
+
+class InstructionVisibilityCsv(InstructionVisibilityPage):
+    """The chart's bins or the session table as CSV, for the same query as the page."""
+
+    def get(self, request, *args, **kwargs):
+        name = kwargs["name"]
+        if name not in CSV_TABLES:
+            return HttpResponse(
+                f"Unknown table {name!r}; choose one of {', '.join(CSV_TABLES)}.",
+                status=404,
+                content_type="text/plain",
+            )
+        context = self.get_context_data()
+        if context["result"] is None:
+            errors = "; ".join(
+                f"{field}: {' '.join(messages)}"
+                for field, messages in context["form"].errors.items()
+            )
+            return HttpResponse(
+                errors or "Give `instruction` or `ledger_instruction`.",
+                status=400,
+                content_type="text/plain",
+            )
+        header, rows = CSV_TABLES[name]
+        return _csv_response(f"instruction-visibility-{name}", header, rows(context["result"]))
