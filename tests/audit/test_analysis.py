@@ -17,7 +17,9 @@ def runs_fixture():
     for i in range(40):
         task = ["building", "qa"][i % 2]
         median = [20_000, 100_000, 400_000][i % 3]
-        runs.append(RunInfo(i + 1, task, median, first_call_index=i * 10, last_call_index=i * 10 + 9))
+        runs.append(
+            RunInfo(i + 1, task, median, first_call_index=i * 10, last_call_index=i * 10 + 9)
+        )
     return runs
 
 
@@ -82,7 +84,7 @@ class TestSampling:
         assert sampling.choose_steps(RunInfo(1, "qa", 1, 5, 6), seed=0) == (5, 6)
 
     def test_negative_size_is_refused(self):
-        with pytest.raises(ValueError, match="qa|<50k"):
+        with pytest.raises(ValueError, match=r"qa\|<50k"):
             sampling.sample_runs(runs_fixture(), {"qa|<50k": -1}, seed=0)
 
 
@@ -97,7 +99,12 @@ def crafted_calls():
                 "blocks": [
                     {"type": "thinking", "text": "think about it"},
                     {"type": "text", "text": "I will read the test."},
-                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/a.py"}},
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "Read",
+                        "input": {"file_path": "/a.py"},
+                    },
                 ],
                 "results": {"t1": {"content": "x" * 81, "is_error": False}},
             },
@@ -107,12 +114,21 @@ def crafted_calls():
             21_000,
             {
                 "blocks": [
-                    {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "pytest"}},
+                    {
+                        "type": "tool_use",
+                        "id": "t2",
+                        "name": "Bash",
+                        "input": {"command": "pytest"},
+                    },
                 ],
                 "results": {"t2": {"content": "FAILED", "is_error": True}},
             },
         ),
-        CallInput(12, 22_000, {"prompt": "Use the fixture instead.", "blocks": [{"type": "text", "text": "Done."}]}),
+        CallInput(
+            12,
+            22_000,
+            {"prompt": "Use the fixture instead.", "blocks": [{"type": "text", "text": "Done."}]},
+        ),
         CallInput(13, 23_000, {"blocks": [{"type": "text", "text": "after the last step"}]}),
     ]
 
@@ -200,7 +216,9 @@ def reference_wilson(k, n, z=1.959963984540054):
 class TestFractions:
     def test_tokens_come_from_item_ids(self):
         sizes = {"p": [100, 200, 300, 400]}
-        steps = [judged(s, "a", active=[1, 3], helpful=[2], window=1_000, order=s) for s in range(6)]
+        steps = [
+            judged(s, "a", active=[1, 3], helpful=[2], window=1_000, order=s) for s in range(6)
+        ]
         result = fractions.audit_results(
             steps, item_tokens=sizes, step_packet=dict.fromkeys(range(6), "p"),
             band_order=["<50k"], task_order=["qa"],

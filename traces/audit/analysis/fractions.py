@@ -18,8 +18,8 @@ from statistics import median
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
-from traces.annotations.analysis.agreement import KappaResult, kappa_for_items
 from traces.annotations.analysis.aggregates import median_interval
+from traces.annotations.analysis.agreement import KappaResult, kappa_for_items
 
 COUNTERFACTUALS: dict[str, str] = {
     "unaffected": "Unaffected",
@@ -155,7 +155,9 @@ def _agreement(judgments: Sequence[JudgedStep], seed: int) -> Agreement:
         for j in js:
             latest[j.judge] = j  # a judge who judged twice counts with their latest answer
         cf_items.append({judge: j.counterfactual for judge, j in latest.items()})
-        vb_items.append({judge: "yes" if j.verbatim_needed else "no" for judge, j in latest.items()})
+        vb_items.append(
+            {judge: "yes" if j.verbatim_needed else "no" for judge, j in latest.items()}
+        )
         pair = list(latest.values())[:2]
         overlaps.append(jaccard(pair[0].active_ids, pair[1].active_ids))
     mean_overlap = float(np.mean(overlaps)) if overlaps else None

@@ -252,8 +252,10 @@ def invalid_item_ids(ids: Sequence[Any], had_through_item: int) -> list[Any]:
     """The ids that are not items the step had (whole numbers 1…had_through_item)."""
     bad = []
     for value in ids:
-        if isinstance(value, bool) or not isinstance(value, int):
-            bad.append(value)
-        elif not 1 <= value <= had_through_item:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 1 <= value <= had_through_item
+        ):
             bad.append(value)
     return bad
