@@ -17,9 +17,7 @@ def runs_fixture():
     for i in range(40):
         task = ["building", "qa"][i % 2]
         median = [20_000, 100_000, 400_000][i % 3]
-        runs.append(
-            RunInfo(i + 1, task, median, first_call_index=i * 10, last_call_index=i * 10 + 9)
-        )
+        runs.append(RunInfo(i + 1, task, median, call_count=10))
     return runs
 
 
@@ -67,21 +65,20 @@ class TestSampling:
 
     def test_three_distinct_steps_inside_the_run(self):
         for run in sampling.sample_runs(runs_fixture(), {"building|<50k": 7}, seed=5):
-            first = (run.run_id - 1) * 10
-            assert len(run.step_call_indexes) == 3
-            assert list(run.step_call_indexes) == sorted(set(run.step_call_indexes))
-            assert all(first <= c <= first + 9 for c in run.step_call_indexes)
+            assert len(run.step_positions) == 3
+            assert list(run.step_positions) == sorted(set(run.step_positions))
+            assert all(0 <= c <= 9 for c in run.step_positions)
 
     def test_a_stratum_does_not_depend_on_other_strata(self):
         sizes = {"building|<50k": 2, "qa|≥600k": 3}
-        extra = [RunInfo(1000 + i, "qa", 700_000, 0, 50) for i in range(9)]
+        extra = [RunInfo(1000 + i, "qa", 700_000, 50) for i in range(9)]
         before = sampling.sample_runs(runs_fixture(), sizes, seed=9)
         after = sampling.sample_runs(runs_fixture() + extra, sizes, seed=9)
         assert [r for r in after if r.task_type == "building"] == before
         assert len([r for r in after if r.task_type == "qa"]) == 3
 
     def test_short_run_gives_all_its_calls(self):
-        assert sampling.choose_steps(RunInfo(1, "qa", 1, 5, 6), seed=0) == (5, 6)
+        assert sampling.choose_steps(RunInfo(1, "qa", 1, 2), seed=0) == (0, 1)
 
     def test_negative_size_is_refused(self):
         with pytest.raises(ValueError, match=r"qa\|<50k"):

@@ -25,14 +25,12 @@ STEPS_PER_RUN = 3
 
 @dataclass(frozen=True)
 class RunInfo:
-    """What sampling needs of a run: its id, task type, median window and call range."""
+    """What sampling needs of a run: its id, task type, median window and number of calls."""
 
     run_id: int
     task_type: str
     median_context: int
-    first_call_index: int
-    last_call_index: int
-    call_indexes: tuple[int, ...] = ()  # the agent's call indexes in the run, when not contiguous
+    call_count: int
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class SampledRun:
     run_id: int
     task_type: str
     band: str
-    step_call_indexes: tuple[int, ...]
+    step_positions: tuple[int, ...]  # 0-based positions among the run's calls, ascending
 
 
 def band_label(low: int, high: int | None) -> str:
@@ -86,14 +84,12 @@ def strata_counts(
 
 
 def choose_steps(run: RunInfo, *, seed: int, k: int = STEPS_PER_RUN) -> tuple[int, ...]:
-    """Up to k distinct call indexes of the run, ascending, from a generator seeded by
-    (seed, run id)."""
-    indexes = run.call_indexes or tuple(range(run.first_call_index, run.last_call_index + 1))
-    if len(indexes) <= k:
-        return tuple(indexes)
+    """Up to k distinct positions among the run's calls, ascending, from a generator seeded
+    by (seed, run id)."""
+    if run.call_count <= k:
+        return tuple(range(run.call_count))
     rng = np.random.default_rng([seed, run.run_id])
-    picked = rng.choice(len(indexes), size=k, replace=False)
-    return tuple(sorted(indexes[i] for i in picked))
+    return tuple(sorted(int(i) for i in rng.choice(run.call_count, size=k, replace=False)))
 
 
 def sample_runs(
