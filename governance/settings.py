@@ -328,6 +328,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "InstructionCategoryEnum": "qualification.contextfiles.models.CategoryChoices",
         "InstructionCategoryValueEnum": "qualification.contextfiles.api.serializers.CATEGORIES",
+        "AuditStatusEnum": "traces.audit.models.AuditStatus",
     },
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.annotations.conftest import ingest_synthetic
+from tests.annotations.conftest import hostile_session, ingest_synthetic  # noqa: F401 (fixture)
 from traces.audit import services
 from traces.audit.analysis.sampling import strata_counts
 from traces.synthetic import CorpusParams

@@ -44,7 +44,7 @@ class AuditCreateSerializer(serializers.Serializer):
     )  # fmt: skip
 
 
-class JudgmentInputSerializer(serializers.Serializer):
+class AuditJudgmentInputSerializer(serializers.Serializer):
     step = serializers.IntegerField(help_text="`step_id` from the packet.")
     judge_kind = serializers.ChoiceField(choices=JudgeKind.values, default=JudgeKind.LLM)
     judge_label = serializers.CharField(
@@ -64,7 +64,7 @@ class JudgmentInputSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, max_length=5000)
 
 
-class JudgmentSerializer(serializers.Serializer):
+class AuditJudgmentSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     audit_id = serializers.IntegerField()
     packet_id = serializers.IntegerField()
@@ -89,7 +89,7 @@ class JudgmentSerializer(serializers.Serializer):
     updated_at = serializers.CharField()
 
 
-class PacketSerializer(serializers.Serializer):
+class AuditPacketSerializer(serializers.Serializer):
     """A judge packet (the whole JSON as stored, plus step ids)."""
 
     packet_id = serializers.IntegerField()
@@ -112,7 +112,7 @@ class PacketSerializer(serializers.Serializer):
     counterfactual_classes = serializers.ListField(child=serializers.CharField())
 
 
-class ResultsSerializer(serializers.Serializer):
+class AuditResultsSerializer(serializers.Serializer):
     n_judgments = serializers.IntegerField()
     n_steps = serializers.IntegerField()
     basis = serializers.CharField()
@@ -127,7 +127,7 @@ class ResultsSerializer(serializers.Serializer):
     agreement = serializers.DictField()
 
 
-class StrataSerializer(serializers.Serializer):
+class AuditStrataSerializer(serializers.Serializer):
     bands = serializers.ListField(child=serializers.CharField())
     task_types = serializers.ListField(child=serializers.CharField())
     counts = serializers.DictField(child=serializers.IntegerField())

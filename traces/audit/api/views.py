@@ -79,16 +79,16 @@ class AuditViewSet(WorkspaceViewSet):
         return Response(serializers.AuditSerializer(audit).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
-        responses=serializers.StrataSerializer,
+        responses=serializers.AuditStrataSerializer,
         summary="Runs available per stratum (task type × context band)",
     )
     @action(detail=False, methods=["get"], pagination_class=None)
     def strata(self, request):
         table = selectors.strata_table(workspace=request.workspace)
-        return Response(serializers.StrataSerializer(table).data)
+        return Response(serializers.AuditStrataSerializer(table).data)
 
     @extend_schema(
-        responses=serializers.PacketSerializer(many=True),
+        responses=serializers.AuditPacketSerializer(many=True),
         summary="The audit's judge packets (JSON, paged)",
         description=(
             "Each packet: the operative directive; the inherited compaction summary, labelled "
@@ -111,7 +111,6 @@ class AuditViewSet(WorkspaceViewSet):
         },
         summary="Export the packets as JSONL",
     )
-    @action(detail=True, methods=["get"], url_path=r"packets\.jsonl")
     def packets_jsonl(self, request, pk=None):
         audit = self.get_object()
         return _jsonl(selectors.packets_jsonl(audit=audit), f"audit-{audit.pk}-packets.jsonl")
@@ -123,17 +122,16 @@ class AuditViewSet(WorkspaceViewSet):
         summary="Export the judgments as JSONL",
         description="Every judgment with its step, judge, item ids and the tokens they add up to.",
     )
-    @action(detail=True, methods=["get"], url_path=r"judgments\.jsonl")
     def judgments_jsonl(self, request, pk=None):
         audit = self.get_object()
         return _jsonl(selectors.judgments_jsonl(audit=audit), f"audit-{audit.pk}-judgments.jsonl")
 
     @extend_schema(
-        request=serializers.JudgmentInputSerializer,
+        request=serializers.AuditJudgmentInputSerializer,
         responses={
-            201: serializers.JudgmentSerializer,
+            201: serializers.AuditJudgmentSerializer,
             200: OpenApiResponse(
-                serializers.JudgmentSerializer,
+                serializers.AuditJudgmentSerializer,
                 description="The same judge had judged this step: the answer was replaced.",
             ),
         },
@@ -151,7 +149,7 @@ class AuditViewSet(WorkspaceViewSet):
     @action(detail=True, methods=["post"])
     def judgments(self, request, pk=None):
         audit = self.get_object()
-        payload = serializers.JudgmentInputSerializer(data=request.data)
+        payload = serializers.AuditJudgmentInputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
         step = (
@@ -175,13 +173,13 @@ class AuditViewSet(WorkspaceViewSet):
             note=data.get("note", ""),
         )
         return Response(
-            serializers.JudgmentSerializer(selectors.judgment_dict(judgment)).data,
+            serializers.AuditJudgmentSerializer(selectors.judgment_dict(judgment)).data,
             status=status.HTTP_201_CREATED if judgment.created else status.HTTP_200_OK,
         )
 
     @extend_schema(
         parameters=[JUDGE_KIND, MIN_CONFIDENCE],
-        responses=serializers.ResultsSerializer,
+        responses=serializers.AuditResultsSerializer,
         summary="What the audit found",
         description=(
             "Active and helpful context by band (median tokens and share of the step's window, "
@@ -204,4 +202,4 @@ class AuditViewSet(WorkspaceViewSet):
         results = selectors.audit_results(
             audit=audit, judge_kind=judge_kind, min_confidence=confidence
         )
-        return Response(serializers.ResultsSerializer(results_dict(results)).data)
+        return Response(serializers.AuditResultsSerializer(results_dict(results)).data)
