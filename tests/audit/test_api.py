@@ -168,3 +168,12 @@ def test_packet_of_a_crafted_session_escapes_nothing_and_keeps_text(
     kinds = [i["kind"] for i in first["items"]]
     assert kinds[0] == "operator_message"
     assert Audit.objects.get(pk=audit.pk).status == "open"
+
+
+def test_packets_are_paged_five_at_a_time(api_for, audit):
+    api = api_for("viewer")
+    first = api.get(f"/api/v1/audits/{audit.pk}/packets/").json()
+    assert len(first["results"]) == min(5, audit.packet_count)
+    assert [p["position"] for p in first["results"]] == list(range(1, len(first["results"]) + 1))
+    both = api.get(f"/api/v1/audits/{audit.pk}/packets/?page_size=50").json()
+    assert len(both["results"]) == min(50, audit.packet_count)

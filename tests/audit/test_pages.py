@@ -92,3 +92,28 @@ def test_a_judgment_posted_on_the_page_shows_in_results(client_for, workspace, a
     assert not client.get(f"/w/{workspace.slug}/audits/{audit.pk}/judge/")["Location"].endswith(
         f"/steps/{step.pk}/"
     )
+
+
+def test_dashboard_card_empty_then_counting(workspace, members, audit):
+    from traces.audit.dashboard import card
+
+    stats = dict(card(workspace).stats)
+    assert stats == {"Audits": "1", "Open": "1", "Steps judged": "0", "Judgments": "0"}
+    step = AuditStep.objects.filter(packet__audit=audit).first()
+    services.judgment_record(
+        step=step, actor=members["editor"], judge_kind="human", active_item_ids=[],
+        verbatim_needed=False, counterfactual="unaffected", confidence="low",
+    )  # fmt: skip
+    services.judgment_record(
+        step=step, actor=members["editor"], judge_kind="llm", judge_label="judge v1",
+        active_item_ids=[], verbatim_needed=False, counterfactual="unaffected", confidence="low",
+    )  # fmt: skip
+    stats = dict(card(workspace).stats)
+    assert (stats["Steps judged"], stats["Judgments"]) == ("1", "2")
+
+
+def test_dashboard_card_empty_state(workspace):
+    from traces.audit.dashboard import card
+
+    empty = card(workspace)
+    assert empty.empty and "No audits yet" in empty.empty_message

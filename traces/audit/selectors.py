@@ -137,9 +137,12 @@ def judgments_jsonl(*, audit: Audit) -> Iterator[bytes]:
 
 def next_step_for(*, audit: Audit, user) -> AuditStep | None:
     """The first step (by packet position, then number) this person has not judged."""
+    mine = Judgment.objects.filter(
+        step__packet__audit=audit, judge_kind=JudgeKind.HUMAN, user=user
+    ).values("step_id")
     return (
         AuditStep.objects.filter(packet__audit=audit)
-        .exclude(judgments__judge_kind=JudgeKind.HUMAN, judgments__user=user)
+        .exclude(pk__in=mine)
         .select_related("packet")
         .order_by("packet__position", "number")
         .first()

@@ -82,7 +82,9 @@ class AuditDetailView(WorkspaceTemplateView):
 
     def get_context_data(self, **kwargs):
         audit = selectors.audit_get(workspace=self.workspace, pk=self.kwargs["pk"])
-        packets = list(selectors.packets_of(audit=audit).defer("data")[:500])
+        packets = list(
+            selectors.packets_of(audit=audit).defer("data").prefetch_related("steps")[:500]
+        )
         return super().get_context_data(
             audit=audit,
             packets=packets,

@@ -9,6 +9,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from governance.api.pagination import StandardPagination
 from governance.api.viewsets import WorkspaceViewSet
 from governance.errors import InputError
 from traces.audit import selectors, services
@@ -24,6 +25,13 @@ MIN_CONFIDENCE = OpenApiParameter(
     str,
     description="low (default), medium or high: leave out less sure judgments.",
 )
+
+
+class PacketPagination(StandardPagination):
+    """Packets carry their runs' whole conversation text: a few to a page."""
+
+    page_size = 5
+    max_page_size = 50
 
 
 def _jsonl(rows, filename: str) -> StreamingHttpResponse:
@@ -91,7 +99,7 @@ class AuditViewSet(WorkspaceViewSet):
         responses=serializers.AuditPacketSerializer(many=True),
         summary="The audit's judge packets (JSON, paged)",
         description=(
-            "Each packet: the operative directive; the inherited compaction summary, labelled "
+            "Five packets a page (`page_size` up to 50). Each packet: the operative directive; the inherited compaction summary, labelled "
             "as a lossy digest; `items`, the numbered inventory of every conversation item the "
             "run had accumulated by its last sampled step, each with `tokens` (estimated from "
             "its text, see `token_method`); and `steps`, each with `step_id`, its window, "
@@ -99,7 +107,7 @@ class AuditViewSet(WorkspaceViewSet):
             "tool calls). Post judgments to `judgments/` naming `step_id` and item numbers."
         ),
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=PacketPagination)
     def packets(self, request, pk=None):
         audit = self.get_object()
         page = self.paginate_queryset(selectors.packets_of(audit=audit))
