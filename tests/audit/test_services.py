@@ -154,3 +154,31 @@ def test_a_closed_audit_takes_no_judgments(audit, members):
             active_item_ids=[], verbatim_needed=False, counterfactual="unaffected",
             confidence="low",
         )  # fmt: skip
+
+
+def test_a_job_sent_again_keeps_the_judgments(audit, members):
+    from governance.services import JobReporter
+
+    step = _step(audit)
+    services.judgment_record(
+        step=step, actor=members["editor"], judge_kind="human", active_item_ids=[1],
+        verbatim_needed=False, counterfactual="unaffected", confidence="high",
+    )  # fmt: skip
+    job = Job.objects.get(pk=audit.job_id)
+    services.audit_build_run(job, JobReporter(job))
+    assert Judgment.objects.filter(step=step).count() == 1
+
+
+def test_demo_seeds_an_audit_with_two_judges_once(workspace, members, corpus):
+    import io
+
+    from traces.audit import demo
+
+    demo.seed(workspace=workspace, users=members, stdout=io.StringIO())
+    demo.seed(workspace=workspace, users=members, stdout=io.StringIO())
+    audit = Audit.objects.get(workspace=workspace, name=demo.DEMO_NAME)
+    assert audit.status == AuditStatus.OPEN and audit.job_id is None
+    judged = Judgment.objects.filter(step__packet__audit=audit)
+    assert judged.count() == 2 * demo.JUDGED_STEPS
+    agreement = selectors.audit_results(audit=audit).agreement
+    assert agreement.steps == demo.JUDGED_STEPS

@@ -91,8 +91,10 @@ def audit_create(
     strata_sizes: Mapping,
     seed: int | None = None,
     band_edges: Sequence[int] | None = None,
+    build_now: bool = False,
 ) -> Audit:
-    """A new audit; a job samples its runs and builds their packets."""
+    """A new audit; a job samples its runs and builds their packets (`build_now`: built here,
+    without a job, as the demo does)."""
     _require_role(workspace, actor, CREATE_ROLE, "Creating an audit")
     name = (name or "").strip()
     if not name:
@@ -122,6 +124,12 @@ def audit_create(
             seed=seed,
             created_by=actor if getattr(actor, "pk", None) else None,
         )
+        if build_now:
+            audit_record(
+                workspace=workspace, actor=actor, action="audit.create", obj=audit,
+                data={"strata_sizes": sizes, "seed": seed, "runs": total},
+            )  # fmt: skip
+            return audit_build_packets(audit=audit)
         job = job_create(
             workspace=workspace,
             kind="audit_build",
@@ -225,6 +233,8 @@ def audit_build_run(job: Job, reporter: JobReporter) -> None:
     audit = Audit.objects.filter(pk=job.params["audit_id"], workspace=job.workspace).first()
     if audit is None:
         raise InputError("the audit was deleted before its packets were built")
+    if audit.status in {AuditStatus.OPEN, AuditStatus.CLOSED}:
+        return  # built already (a job sent again): rebuilding would drop its judgments
     try:
         audit_build_packets(audit=audit, reporter=reporter)
     except Exception:
