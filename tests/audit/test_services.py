@@ -182,3 +182,39 @@ def test_demo_seeds_an_audit_with_two_judges_once(workspace, members, corpus):
     assert judged.count() == 2 * demo.JUDGED_STEPS
     agreement = selectors.audit_results(audit=audit).agreement
     assert agreement.steps == demo.JUDGED_STEPS
+
+
+def test_a_build_that_fails_marks_the_audit_failed(workspace, members, corpus):
+    from governance.services import job_create, job_run
+
+    broken = Audit.objects.create(
+        workspace=workspace, name="broken", strata_sizes={"qa|<50k": -1}, seed=1
+    )
+    job = job_create(workspace=workspace, kind="audit_build", params={"audit_id": broken.pk})
+    with pytest.raises(ValueError):
+        job_run(job_id=job.pk, work=services.audit_build_run)
+    broken.refresh_from_db()
+    job.refresh_from_db()
+    assert broken.status == AuditStatus.FAILED and job.status == "failed"
+    assert "size must be 0 or more" in job.error
+
+
+def test_judgment_fields_are_checked(audit, members):
+    step = _step(audit)
+    base = {
+        "step": step, "actor": members["editor"], "judge_kind": "llm", "judge_label": "j",
+        "active_item_ids": [], "verbatim_needed": False, "counterfactual": "unaffected",
+        "confidence": "high",
+    }  # fmt: skip
+    for change, message in (
+        ({"counterfactual": "fine"}, "counterfactual: use one of unaffected"),
+        ({"confidence": "sure"}, "confidence: use one of low"),
+        ({"judge_label": " "}, "judge_label: name the LLM judge"),
+        ({"judge_kind": "robot"}, "judge_kind: use one of human, llm"),
+        ({"active_item_ids": "1,2"}, "active_item_ids: give a list"),
+    ):
+        with pytest.raises(InputError, match=message):
+            services.judgment_record(**{**base, **change})
+    with pytest.raises(Forbidden):
+        services.judgment_record(**{**base, "actor": members["viewer"]})
+    assert not Judgment.objects.exists()
