@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-VIEWER_DB = "gov_annotations_bench"
+FRESH_DATABASES = {"bench.annotations": "gov_annotations_bench", "bench.audit": "gov_audit_bench"}
 
 BENCHMARKS = (
     ["bench.traces"],
@@ -19,6 +19,7 @@ BENCHMARKS = (
     ["bench.artifacts"],
     ["bench.contextfiles"],
     ["bench.annotations"],
+    ["bench.audit"],
 )
 
 
@@ -26,11 +27,12 @@ def main() -> int:
     failed = []
     for args in BENCHMARKS:
         env = dict(os.environ)
-        if args[0] == "bench.annotations":  # measured on PostgreSQL, in a fresh database
+        fresh = FRESH_DATABASES.get(args[0])
+        if fresh:  # measured on PostgreSQL, in a fresh database
             for tool in ("dropdb", "createdb"):
                 flags = ["--if-exists"] if tool == "dropdb" else []
-                subprocess.run([tool, "-h", "127.0.0.1", "-U", "postgres", *flags, VIEWER_DB])
-            env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{VIEWER_DB}"
+                subprocess.run([tool, "-h", "127.0.0.1", "-U", "postgres", *flags, fresh])
+            env["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{fresh}"
         print(f"== python -m {' '.join(args)}", flush=True)
         if subprocess.run([sys.executable, "-m", *args], env=env, check=False).returncode != 0:
             failed.append(args[0])

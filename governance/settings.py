@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "traces",
     "traces.analytics",
     "traces.annotations",
+    "traces.audit",
     "qualification",
     "qualification.contextfiles",
     "specs",
@@ -226,6 +227,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "traces.compute_analytics": {"queue": "analysis"},
+    "audit.*": {"queue": "analysis"},
     "traces.derive_pending_sweep": {"queue": "maintenance"},
     "qualification.load_trials": {"queue": "ingest"},
     "traces.*": {"queue": "ingest"},
@@ -326,6 +328,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "InstructionCategoryEnum": "qualification.contextfiles.models.CategoryChoices",
         "InstructionCategoryValueEnum": "qualification.contextfiles.api.serializers.CATEGORIES",
+        "AuditStatusEnum": "traces.audit.models.AuditStatus",
     },
 }
 

@@ -1,0 +1,61 @@
+"""In Chromium: a reviewer creates an audit on ingested runs, judges one step of a packet in
+the browser, and sees the results change."""
+
+import pytest
+
+from traces.audit.models import Audit, Judgment
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_create_judge_and_see_results(page, login, members, corpus, screenshot):
+    slug = corpus[0].workspace.slug
+    login("reviewer-a")
+    page.goto(f"{page.base_url}/w/{slug}/audits/")
+    assert page.get_by_text("No audits yet").is_visible()
+    page.get_by_role("link", name="New audit").first.click()
+    page.get_by_label("Name").fill("Browser audit")
+    page.get_by_label("Seed").fill("5")
+    sizes = page.locator("table.strata input[type=number]")
+    strata = sizes.count()
+    assert strata >= 1
+    for i in range(strata):
+        sizes.nth(i).fill("1")
+    screenshot("audit-create", full_page=False)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Create audit").click()
+    audit = Audit.objects.get(name="Browser audit")
+    assert audit.seed == 5 and audit.status == "open"
+    assert audit.packet_count == strata  # one run asked from each stratum
+
+    page.goto(f"{page.base_url}/w/{slug}/audits/{audit.pk}/results/")
+    assert page.get_by_text("No judgments yet").is_visible()
+
+    page.goto(f"{page.base_url}/w/{slug}/audits/{audit.pk}/")
+    page.get_by_role("link", name="Judge the next step").click()
+    page.wait_for_load_state("domcontentloaded")
+    assert page.get_by_role("heading", name="What the agent had").is_visible()
+    boxes = page.locator("input[name=active_item_ids]")
+    ticked = min(2, boxes.count())
+    for i in range(ticked):
+        boxes.nth(i).check()
+    page.get_by_label("A verbatim form of older context was needed").check()
+    page.get_by_label("Materially degraded").check()
+    page.get_by_label("High").check()
+    screenshot("audit-judge", full_page=False)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save and go to the next step").click()
+    judgment = Judgment.objects.get()
+    assert judgment.judge_kind == "human" and judgment.judge_label == "reviewer-a"
+    assert judgment.active_item_ids == list(range(1, ticked + 1))
+    assert judgment.verbatim_needed and judgment.counterfactual == "materially_degraded"
+    assert page.get_by_text("judged.").first.is_visible()
+
+    page.goto(f"{page.base_url}/w/{slug}/audits/{audit.pk}/results/")
+    assert "1 step judged" in page.locator("#results-n").inner_text()
+    row = page.locator("#counterfactual-table tr", has_text="Materially degraded")
+    assert "1 / 1" in row.inner_text()
+    verbatim = page.locator("#verbatim-table tr", has_text="All")
+    assert "1 / 1" in verbatim.inner_text()
+    page.wait_for_function("() => !!document.querySelector('#active-by-band .main-svg')")
+    screenshot("audit-results")

@@ -1,0 +1,119 @@
+"""The audit pages through Django's client: roles, other workspaces, escaping, form errors."""
+
+import pytest
+
+from tests.annotations.conftest import HOSTILE
+from traces.audit import services
+from traces.audit.analysis.sampling import strata_counts
+from traces.audit.models import Audit, AuditStep, Judgment
+
+pytestmark = pytest.mark.django_db
+
+
+def test_list_shows_the_empty_state_then_the_audit(client_for, workspace, audit):
+    page = client_for("viewer").get(f"/w/{workspace.slug}/audits/")
+    assert page.status_code == 200
+    assert audit.name in page.content.decode()
+
+
+def test_empty_list_says_what_to_do(client_for, workspace):
+    body = client_for("reviewer").get(f"/w/{workspace.slug}/audits/").content.decode()
+    assert "No audits yet" in body and "New audit" in body
+
+
+def test_create_form_lists_strata_and_rejects_bad_sizes(client_for, workspace, corpus):
+    client = client_for("reviewer")
+    page = client.get(f"/w/{workspace.slug}/audits/new/").content.decode()
+    counts = strata_counts(services.run_infos(workspace=workspace))
+    for key in counts:
+        assert f'name="size:{key}"' in page
+    key = next(iter(counts))
+    bad = client.post(f"/w/{workspace.slug}/audits/new/", {"name": "x", f"size:{key}": "many"})
+    assert bad.status_code == 400
+    assert f"{key}: &#x27;many&#x27; is not a whole number" in bad.content.decode()
+    assert client_for("editor").get(f"/w/{workspace.slug}/audits/new/").status_code == 200
+    assert client_for("editor").post(f"/w/{workspace.slug}/audits/new/", {}).status_code == 403
+    good = client.post(f"/w/{workspace.slug}/audits/new/", {"name": "y", f"size:{key}": "1"})
+    assert good.status_code == 302
+    assert Audit.objects.get(name="y").strata_sizes == {key: 1}
+
+
+def test_judge_page_escapes_transcript_text(
+    client_for, workspace, members, hostile_session, run_on_commit
+):
+    sizes = dict.fromkeys(strata_counts(services.run_infos(workspace=workspace)), 5)
+    with run_on_commit():
+        audit = services.audit_create(
+            workspace=workspace, actor=members["admin"], name="h", strata_sizes=sizes, seed=1
+        )
+    step = AuditStep.objects.filter(packet__audit=audit, had_through_item__gte=1).first()
+    body = (
+        client_for("editor")
+        .get(f"/w/{workspace.slug}/audits/{audit.pk}/steps/{step.pk}/")
+        .content.decode()
+    )
+    assert HOSTILE not in body
+    assert "&lt;script&gt;alert(" in body
+
+
+def test_other_workspace_is_404_and_viewer_cannot_judge(client_for, workspace, audit, outsider):
+    from django.test import Client
+
+    stranger = Client()
+    stranger.force_login(outsider)
+    assert stranger.get(f"/w/{workspace.slug}/audits/{audit.pk}/").status_code == 404
+    step = AuditStep.objects.filter(packet__audit=audit).first()
+    viewer = client_for("viewer")
+    url = f"/w/{workspace.slug}/audits/{audit.pk}/steps/{step.pk}/"
+    assert (
+        viewer.post(url, {"counterfactual": "unaffected", "confidence": "low"}).status_code == 403
+    )
+    assert not Judgment.objects.exists()
+
+
+def test_a_judgment_posted_on_the_page_shows_in_results(client_for, workspace, audit):
+    client = client_for("editor")
+    next_page = client.get(f"/w/{workspace.slug}/audits/{audit.pk}/judge/")
+    assert next_page.status_code == 302
+    step = (
+        AuditStep.objects.filter(packet__audit=audit).order_by("packet__position", "number").first()
+    )
+    assert next_page["Location"].endswith(f"/steps/{step.pk}/")
+    ids = [1] if step.had_through_item else []
+    response = client.post(
+        next_page["Location"],
+        {"active_item_ids": ids, "counterfactual": "impossible", "confidence": "high"},
+    )
+    assert response.status_code == 302
+    body = client.get(f"/w/{workspace.slug}/audits/{audit.pk}/results/").content.decode()
+    assert "1</strong> step judged" in body
+    assert "Impossible" in body
+    # The next step offered is another one.
+    assert not client.get(f"/w/{workspace.slug}/audits/{audit.pk}/judge/")["Location"].endswith(
+        f"/steps/{step.pk}/"
+    )
+
+
+def test_dashboard_card_empty_then_counting(workspace, members, audit):
+    from traces.audit.dashboard import card
+
+    stats = dict(card(workspace).stats)
+    assert stats == {"Audits": "1", "Open": "1", "Steps judged": "0", "Judgments": "0"}
+    step = AuditStep.objects.filter(packet__audit=audit).first()
+    services.judgment_record(
+        step=step, actor=members["editor"], judge_kind="human", active_item_ids=[],
+        verbatim_needed=False, counterfactual="unaffected", confidence="low",
+    )  # fmt: skip
+    services.judgment_record(
+        step=step, actor=members["editor"], judge_kind="llm", judge_label="judge v1",
+        active_item_ids=[], verbatim_needed=False, counterfactual="unaffected", confidence="low",
+    )  # fmt: skip
+    stats = dict(card(workspace).stats)
+    assert (stats["Steps judged"], stats["Judgments"]) == ("1", "2")
+
+
+def test_dashboard_card_empty_state(workspace):
+    from traces.audit.dashboard import card
+
+    empty = card(workspace)
+    assert empty.empty and "No audits yet" in empty.empty_message
