@@ -31,7 +31,7 @@ class InputError(DomainError, ValueError):
     """Bad input from a user (400): a clear message, never retried.
 
     `field_errors` ({field: [messages]}) names the input fields at fault: a page binds them to
-    its form's fields and the API answers them next to `detail`, in DRF's shape. Build one with
+    its form's fields and the API answers them in DRF's validation shape. Build one with
     `InputError.for_fields({"slug": "Taken."})`.
     """
 
@@ -59,7 +59,11 @@ class InputError(DomainError, ValueError):
         return cls(message, field_errors=field_errors, **kwargs)
 
     def as_body(self) -> dict[str, Any]:
-        return {**self.field_errors, **super().as_body()}
+        """With field errors, DRF's validation shape ({field: [messages]}), as a serializer
+        answers; otherwise the message and code."""
+        if self.field_errors:
+            return {**self.field_errors, **self.payload}
+        return super().as_body()
 
 
 class Conflict(DomainError):

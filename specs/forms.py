@@ -25,8 +25,8 @@ from specs.analysis.content import (
 )
 from specs.formats.markdown import Source, parse_source
 from specs.formats.restart import INDICATORS, Discrepancy, Indicator
+from specs.inputs import VerificationInput
 from specs.models import Consequence, ItemKind, ItemStatus
-from specs.services import VerificationInput
 from specs.validators import MAX_OUTPUT_BYTES, validate_commit, validate_output_size
 
 COMMIT_HELP = "A git commit hash: 7 to 64 hexadecimal digits."
@@ -380,6 +380,11 @@ class PackageForm(forms.Form):
         ]
         self.verification_rows: list[dict] = []
         self.discrepancy_rows: list[dict] = []
+        self.rows_ok = self.read_rows(self.data, self.files) if self.is_bound else True
+
+    def is_valid(self) -> bool:
+        """The fields and every repeated row."""
+        return super().is_valid() and self.rows_ok
 
     def clean_commit(self):
         return self.cleaned_data["commit"].lower()

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from django.core.exceptions import ValidationError
 from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.http import Http404
 from django.urls import reverse
@@ -176,7 +175,7 @@ def comparison_base(
     try:
         pk = int(against_id)
     except (TypeError, ValueError):
-        raise ValidationError({"against": "Give a version id."}) from None
+        raise InputError.for_fields({"against": "Give a version id."}) from None
     other = versions_for(workspace=version.workspace).filter(pk=pk, spec_id=version.spec_id)
     if not other.exists():
         raise Http404(f"No version {pk} in specification '{version.spec.slug}'.")
@@ -367,7 +366,7 @@ def sources_from_tokens(*, workspace: Workspace, sources: Iterable[Source]) -> l
                     SourceInput(SourceKind.DIVERGENCE, divergence=divergence, label=source.label)
                 )
     if errors:
-        raise ValidationError({"sources": errors})
+        raise InputError.for_fields({"sources": errors})
     return resolved
 
 
