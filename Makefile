@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast test-cov lint format worker beat migrate demo bench clean check-deploy
+.PHONY: run test test-fast test-cov lint complexity format worker beat migrate demo bench clean check-deploy
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ test-cov: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m tests.complexity
+
+## complexity: list functions over cyclomatic complexity 15 (radon), outside analysis/ and
+## formats/; report only (tests/governance/test_complexity.py stops the count growing)
+complexity: $(VENV)/.installed-dev
+	$(BIN)/python -m tests.complexity
 
 format: $(VENV)/.installed-dev
 	$(BIN)/ruff format .

@@ -28,7 +28,42 @@ class DomainError(Exception):
 
 
 class InputError(DomainError, ValueError):
-    """Bad input from a user (400): a clear message, never retried."""
+    """Bad input from a user (400): a clear message, never retried.
+
+    `field_errors` ({field: [messages]}) names the input fields at fault: a page binds them to
+    its form's fields and the API answers them in DRF's validation shape. Build one with
+    `InputError.for_fields({"slug": "Taken."})`.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        payload: dict | None = None,
+        field_errors: dict[str, list[str]] | None = None,
+    ):
+        super().__init__(message, code=code, payload=payload)
+        self.field_errors: dict[str, list[str]] = {
+            name: list(messages) for name, messages in (field_errors or {}).items()
+        }
+
+    @classmethod
+    def for_fields(cls, errors: dict[str, str | list[str]], **kwargs) -> InputError:
+        """One error for several fields; its message joins theirs."""
+        field_errors = {
+            name: [messages] if isinstance(messages, str) else list(messages)
+            for name, messages in errors.items()
+        }
+        message = " ".join(m for messages in field_errors.values() for m in messages)
+        return cls(message, field_errors=field_errors, **kwargs)
+
+    def as_body(self) -> dict[str, Any]:
+        """With field errors, DRF's validation shape ({field: [messages]}), as a serializer
+        answers; otherwise the message and code."""
+        if self.field_errors:
+            return {**self.field_errors, **self.payload}
+        return super().as_body()
 
 
 class Conflict(DomainError):

@@ -11,13 +11,14 @@ from django.db import connection
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.functional import cached_property
 from django.views import View
 from django.views.decorators.cache import never_cache
 from django.views.generic import TemplateView
 from django_htmx.http import HttpResponseStopPolling
 
 from governance import forms, selectors, services
-from governance.errors import DomainError, InputError
+from governance.errors import Conflict, DomainError, InputError
 from governance.filters import SORT_PARAM, AuditEventFilter, JobFilter
 from governance.htmx import htmx_partial, render_region
 from governance.jobs import sections_for
@@ -76,6 +77,108 @@ class WorkspaceMixin:
 
 class WorkspaceTemplateView(WorkspaceMixin, TemplateView):
     pass
+
+
+class WorkspaceObjectMixin:
+    """One object of the workspace, fetched through a selector: another workspace's is 404.
+
+    Set `selector` to a function `(*, workspace, **lookup) -> object` that raises `Http404` for
+    a missing or foreign object (a selector of the app), and `lookup` to map its keyword
+    arguments to URL kwargs (default `{"pk": "pk"}`). The object is `self.object`, fetched once.
+    """
+
+    selector = None
+    lookup: dict[str, str] = {"pk": "pk"}
+    context_object_name = "object"
+
+    def get_object(self):
+        fetch = type(self).selector  # a plain function on the class: not bound to self
+        return fetch(
+            workspace=self.workspace, **{arg: self.kwargs[url] for arg, url in self.lookup.items()}
+        )
+
+    @cached_property
+    def object(self):
+        return self.get_object()
+
+
+class WorkspaceObjectView(WorkspaceObjectMixin, WorkspaceTemplateView):
+    """A page of one object: the object is in the context as `context_object_name`."""
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**{self.context_object_name: self.object, **kwargs})
+
+
+def bind_input_error(form, exc: InputError) -> None:
+    """Show a service's `InputError` on a form: by field where the form has it, else above it."""
+    if not exc.field_errors:
+        form.add_error(None, exc.message)
+        return
+    for name, messages_ in exc.field_errors.items():
+        for message in messages_:
+            form.add_error(name if name in form.fields else None, message)
+
+
+class WorkspaceFormView(WorkspaceMixin, View):
+    """A form page: GET shows the form; POST validates it, makes one service call, redirects.
+
+    Subclasses set `template_name` and `form_class`, and write `perform(form)` (the one
+    service call, returning what it made) and `get_success_url(result)`; optionally
+    `success_message` (formatted with `result=`), `get_form_kwargs()`, `get_initial()` and
+    `get_context_data()`. An invalid form, or an `InputError` from the service (its
+    `field_errors` bound to the form's fields), shows the form again with 400; a `Conflict`
+    shows it with the message (on `conflict_field`, or above the form) and 409. Other domain
+    errors go to `WorkspaceMixin.domain_error_response`.
+    """
+
+    template_name: str = ""
+    form_class = None
+    success_message: str = ""
+    conflict_field: str | None = None
+
+    def get_initial(self) -> dict:
+        return {}
+
+    def get_form_kwargs(self) -> dict:
+        return {}
+
+    def get_form(self, data=None, files=None):
+        return self.form_class(data, files, initial=self.get_initial(), **self.get_form_kwargs())
+
+    def get_context_data(self, **kwargs) -> dict:
+        return kwargs
+
+    def perform(self, form):
+        raise NotImplementedError
+
+    def get_success_url(self, result) -> str:
+        raise NotImplementedError
+
+    def get_success_message(self, result) -> str:
+        return self.success_message.format(result=result) if self.success_message else ""
+
+    def render_form(self, form, *, status: int = 200, **extra):
+        context = self.get_context_data(form=form, **extra)
+        return render(self.request, self.template_name, context, status=status)
+
+    def get(self, request, *args, **kwargs):
+        return self.render_form(self.get_form())
+
+    def post(self, request, *args, **kwargs):
+        form = self.get_form(request.POST, request.FILES)
+        if not form.is_valid():
+            return self.render_form(form, status=400)
+        try:
+            result = self.perform(form)
+        except InputError as exc:
+            bind_input_error(form, exc)
+            return self.render_form(form, status=exc.status)
+        except Conflict as exc:
+            form.add_error(self.conflict_field, exc.message)
+            return self.render_form(form, status=exc.status)
+        if message := self.get_success_message(result):
+            messages.success(request, message)
+        return redirect(self.get_success_url(result))
 
 
 class WorkspaceListView(WorkspaceMixin, View):
@@ -188,16 +291,19 @@ class DashboardView(WorkspaceTemplateView):
         )
 
 
-class JobDetailView(WorkspaceTemplateView):
+class JobDetailView(WorkspaceObjectView):
     """A job's progress, counts and errors; the progress region polls until the job ends."""
 
     template_name = "governance/job_detail.html"
+    context_object_name = "job"
+
+    def get_object(self):
+        return selectors.job_get(workspace=self.workspace, pk=self.kwargs["pk"])
 
     def get(self, request, *args, **kwargs):
-        job = selectors.job_get(workspace=self.workspace, pk=kwargs["pk"])
-        context = {"job": job, "sections": sections_for(job)}
+        context = self.get_context_data(sections=sections_for(self.object))
         response = render_region(request, self.template_name, "progress", context)
-        if htmx_partial(request) and job.is_finished:
+        if htmx_partial(request) and self.object.is_finished:
             response.status_code = HttpResponseStopPolling.status_code
         return response
 

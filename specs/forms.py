@@ -25,8 +25,8 @@ from specs.analysis.content import (
 )
 from specs.formats.markdown import Source, parse_source
 from specs.formats.restart import INDICATORS, Discrepancy, Indicator
+from specs.inputs import VerificationInput
 from specs.models import Consequence, ItemKind, ItemStatus
-from specs.services import VerificationInput
 from specs.validators import MAX_OUTPUT_BYTES, validate_commit, validate_output_size
 
 COMMIT_HELP = "A git commit hash: 7 to 64 hexadecimal digits."
@@ -242,9 +242,20 @@ class VersionEditor:
     def is_valid(self) -> bool:
         """Drop untouched blank rows, suggest missing keys, then check every item."""
         self.items = [row for row in self.items if not _blank(row)]
-        taken = [row.key for row in self.items if row.key]
         for row in self.items:
             row.alternatives = [a for a in row.alternatives if a.text.strip() or a.evidence.strip()]
+        self._suggest_keys()
+        self._check_items()
+        if len(normalize_text(self.note)) > 10_000:
+            self.errors.setdefault("note", []).append("At most 10,000 characters.")
+        self._read_sources()
+        return not self.errors and not any(
+            row.errors or any(a.errors for a in row.alternatives) for row in self.items
+        )
+
+    def _suggest_keys(self) -> None:
+        taken = [row.key for row in self.items if row.key]
+        for row in self.items:
             if not row.key and normalize_text(row.text):
                 row.key = suggest_key(row.text, taken)
                 row.suggested_key = True
@@ -252,16 +263,18 @@ class VersionEditor:
         suggested = [row.key for row in self.items if row.suggested_key]
         if suggested:
             self.notices.append(f"Keys suggested from text: {', '.join(suggested)}.")
-        items = [row.to_item() for row in self.items]
-        for problem in check_items(items).problems:
+
+    def _check_items(self) -> None:
+        """The pure item checks, each problem put on its row or alternative."""
+        for problem in check_items(self.cleaned_items()).problems:
             if problem.index is None:
                 self.errors.setdefault("items", []).append(problem.message)
                 continue
             row = self.items[problem.index]
             target = row if problem.alternative is None else row.alternatives[problem.alternative]
             target.errors.setdefault(problem.field, []).append(problem.message)
-        if len(normalize_text(self.note)) > 10_000:
-            self.errors.setdefault("note", []).append("At most 10,000 characters.")
+
+    def _read_sources(self) -> None:
         self.sources = []
         for number, line in enumerate(self.sources_text.splitlines(), start=1):
             if not line.strip():
@@ -270,9 +283,6 @@ class VersionEditor:
                 self.sources.append(parse_source(line))
             except ValueError as exc:
                 self.errors.setdefault("sources", []).append(f"Line {number}: {exc}")
-        return not self.errors and not any(
-            row.errors or any(a.errors for a in row.alternatives) for row in self.items
-        )
 
     @property
     def form_messages(self) -> list[str]:
@@ -380,6 +390,11 @@ class PackageForm(forms.Form):
         ]
         self.verification_rows: list[dict] = []
         self.discrepancy_rows: list[dict] = []
+        self.rows_ok = self.read_rows(self.data, self.files) if self.is_bound else True
+
+    def is_valid(self) -> bool:
+        """The fields and every repeated row."""
+        return super().is_valid() and self.rows_ok
 
     def clean_commit(self):
         return self.cleaned_data["commit"].lower()
@@ -406,66 +421,20 @@ class PackageForm(forms.Form):
 
     # Repeated rows are read from the raw POST (and files), like the version editor.
     def read_rows(self, data, files) -> bool:
-        """Fill the verification and discrepancy rows; True when every row is valid."""
-        ok = True
-        self.verification_rows = []
-        for index in _indices(data, "verifications", "command"):
-            prefix = f"verifications-{index}-"
-            row = {
-                "index": index,
-                "command": data.get(prefix + "command", "").strip(),
-                "exit_status": data.get(prefix + "exit_status", "").strip(),
-                "commit": data.get(prefix + "commit", "").strip(),
-                "output": data.get(prefix + "output", ""),
-                "errors": {},
-            }
-            upload = files.get(prefix + "output_file")
-            if upload is not None:
-                raw = upload.read(MAX_OUTPUT_BYTES + 1)
-                try:
-                    row["output"] = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    row["errors"]["output"] = ["The file is not UTF-8 text."]
-                row["errors"] |= _field_errors("output", validate_output_size, raw)
-            if not any([row["command"], row["exit_status"], row["output"].strip()]):
-                continue
-            if not row["command"]:
-                row["errors"]["command"] = ["Give the command that ran."]
-            try:
-                row["exit_status_value"] = int(row["exit_status"])
-            except ValueError:
-                row["errors"]["exit_status"] = [
-                    "Give the exit status as a whole number, e.g. 0 or 1."
-                ]
-            if commit_errors := _field_errors("commit", validate_commit, row["commit"]):
-                row["errors"]["commit"] = [
-                    " ".join([*commit_errors["commit"], "The commit the command ran against."])
-                ]
-            if "output" not in row["errors"]:
-                row["errors"] |= _field_errors("output", validate_output_size, row["output"])
-            ok = ok and not row["errors"]
-            self.verification_rows.append(row)
-        self.discrepancy_rows = []
-        for index in _indices(data, "discrepancies", "claim"):
-            prefix = f"discrepancies-{index}-"
-            row = {
-                "index": index,
-                "claim": data.get(prefix + "claim", ""),
-                "source": data.get(prefix + "source", ""),
-                "repository_state": data.get(prefix + "repository_state", ""),
-                "errors": {},
-            }
-            if not any(
-                value.strip() for value in (row["claim"], row["source"], row["repository_state"])
-            ):
-                continue
-            if not row["claim"].strip():
-                row["errors"]["claim"] = ["What did the earlier summary claim?"]
-            if not row["repository_state"].strip():
-                row["errors"]["repository_state"] = ["What does the repository show? It wins."]
-            ok = ok and not row["errors"]
-            self.discrepancy_rows.append(row)
-        return ok
+        """Fill the verification and discrepancy rows; True when every row is valid.
+
+        A row left entirely empty is dropped."""
+        self.verification_rows = [
+            row
+            for index in _indices(data, "verifications", "command")
+            if (row := _verification_row(data, files, index)) is not None
+        ]
+        self.discrepancy_rows = [
+            row
+            for index in _indices(data, "discrepancies", "claim")
+            if (row := _discrepancy_row(data, index)) is not None
+        ]
+        return not any(row["errors"] for row in self.verification_rows + self.discrepancy_rows)
 
     def verifications(self) -> list[VerificationInput]:
         return [
@@ -485,6 +454,59 @@ class PackageForm(forms.Form):
             )
             for row in self.discrepancy_rows
         ]
+
+
+def _verification_row(data, files, index: int) -> dict | None:
+    prefix = f"verifications-{index}-"
+    row = {
+        "index": index,
+        "command": data.get(prefix + "command", "").strip(),
+        "exit_status": data.get(prefix + "exit_status", "").strip(),
+        "commit": data.get(prefix + "commit", "").strip(),
+        "output": data.get(prefix + "output", ""),
+        "errors": {},
+    }
+    upload = files.get(prefix + "output_file")
+    if upload is not None:
+        raw = upload.read(MAX_OUTPUT_BYTES + 1)
+        try:
+            row["output"] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            row["errors"]["output"] = ["The file is not UTF-8 text."]
+        row["errors"] |= _field_errors("output", validate_output_size, raw)
+    if not any([row["command"], row["exit_status"], row["output"].strip()]):
+        return None
+    if not row["command"]:
+        row["errors"]["command"] = ["Give the command that ran."]
+    try:
+        row["exit_status_value"] = int(row["exit_status"])
+    except ValueError:
+        row["errors"]["exit_status"] = ["Give the exit status as a whole number, e.g. 0 or 1."]
+    if commit_errors := _field_errors("commit", validate_commit, row["commit"]):
+        row["errors"]["commit"] = [
+            " ".join([*commit_errors["commit"], "The commit the command ran against."])
+        ]
+    if "output" not in row["errors"]:
+        row["errors"] |= _field_errors("output", validate_output_size, row["output"])
+    return row
+
+
+def _discrepancy_row(data, index: int) -> dict | None:
+    prefix = f"discrepancies-{index}-"
+    row = {
+        "index": index,
+        "claim": data.get(prefix + "claim", ""),
+        "source": data.get(prefix + "source", ""),
+        "repository_state": data.get(prefix + "repository_state", ""),
+        "errors": {},
+    }
+    if not any(value.strip() for value in (row["claim"], row["source"], row["repository_state"])):
+        return None
+    if not row["claim"].strip():
+        row["errors"]["claim"] = ["What did the earlier summary claim?"]
+    if not row["repository_state"].strip():
+        row["errors"]["repository_state"] = ["What does the repository show? It wins."]
+    return row
 
 
 def _field_errors(name: str, validator, value) -> dict[str, list[str]]:

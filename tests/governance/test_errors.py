@@ -72,3 +72,13 @@ def test_a_domain_error_on_a_page_read_shows_the_message_with_its_status(
     response = client_for("viewer").get(f"/w/{workspace.slug}/jobs/1/")
     assert response.status_code == 410
     assert "This job was purged." in response.content.decode()
+
+
+def test_an_input_error_about_fields_answers_in_drf_validation_shape(api_for, monkeypatch):
+    def refuse(**kwargs):
+        raise errors.InputError.for_fields({"slug": "Taken.", "owner": ["Not a member."]})
+
+    monkeypatch.setattr("specs.services.spec_create", refuse)
+    response = api_for("editor").post("/api/v1/specs/", SPEC, format="json")
+    assert response.status_code == 400
+    assert response.json() == {"slug": ["Taken."], "owner": ["Not a member."]}

@@ -213,7 +213,8 @@ def test_self_approval_is_403_and_recorded_nowhere(api_for, approved):
     )
     assert response.status_code == 403
     assert response.json() == {
-        "detail": "You wrote v2; a reviewer who is not its author must decide it."
+        "detail": "You wrote v2; a reviewer who is not its author must decide it.",
+        "code": "self_review",
     }
     assert SpecVersion.objects.get(pk=mine["id"]).status == "in_review"
     assert not AuditEvent.objects.filter(

@@ -1,9 +1,9 @@
 """The version state machine, review rules, the chain's database guarantees and audit records."""
 
 import pytest
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
+from governance.errors import Forbidden, InputError
 from governance.models import AuditEvent
 from specs import selectors, services
 from specs.analysis.content import Item, fingerprint
@@ -67,9 +67,9 @@ def test_low_consequence_becomes_authoritative_on_submit_and_is_recorded(
 def test_low_consequence_submit_still_needs_resolutions_acknowledged(authoritative, members):
     spec, v1 = authoritative("low", slug="conventions")
     v2 = draft(spec, v1, members["editor"], resolved(BASE_ITEMS))
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         services.spec_version_submit(version=v2, actor=members["editor"])
-    assert caught.value.message_dict == {
+    assert caught.value.field_errors == {
         "acknowledged_resolutions": [
             "This version resolves open question storage; the submitter must acknowledge each by key."
         ]
@@ -87,13 +87,13 @@ def test_self_approval_and_self_rejection_are_refused(authoritative, members):
     spec, v1 = authoritative()
     v2 = draft(spec, v1, members["reviewer"], [*BASE_ITEMS, Item("new", "requirement", "More.")])
     services.spec_version_submit(version=v2, actor=members["reviewer"])
-    with pytest.raises(PermissionDenied, match="a reviewer who is not its author"):
+    with pytest.raises(Forbidden, match="a reviewer who is not its author"):
         services.spec_version_approve(
             version=v2, reviewer=members["reviewer"], acknowledged_resolutions=[]
         )
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(Forbidden):
         services.spec_version_reject(version=v2, reviewer=members["reviewer"], comment="no")
-    with pytest.raises(PermissionDenied, match="needs the reviewer role"):
+    with pytest.raises(Forbidden, match="needs the reviewer role"):
         services.spec_version_approve(
             version=v2, reviewer=members["editor"], acknowledged_resolutions=[]
         )
@@ -112,11 +112,11 @@ def test_approval_requires_each_resolution_acknowledged_exactly(authoritative, m
         ([], ["This version resolves open question storage; the reviewer must acknowledge each by key."]),
         (["storage", "retention"], ["retention is neither resolved nor dropped by this version; acknowledge only the listed keys."]),
     ]:  # fmt: skip
-        with pytest.raises(ValidationError) as caught:
+        with pytest.raises(InputError) as caught:
             services.spec_version_approve(
                 version=v2, reviewer=members["reviewer"], acknowledged_resolutions=given
             )
-        assert caught.value.message_dict["acknowledged_resolutions"] == expected
+        assert caught.value.field_errors["acknowledged_resolutions"] == expected
     v2.refresh_from_db()
     assert v2.status == VersionStatus.IN_REVIEW
 
@@ -163,9 +163,9 @@ def test_submitted_versions_are_immutable_and_states_only_move_forward(authorita
         services.spec_version_submit(version=v2, actor=members["editor"])
     with pytest.raises(services.SpecConflict, match="only drafts can be discarded"):
         services.spec_version_discard(version=v2, actor=members["editor"])
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         services.spec_version_reject(version=v2, reviewer=members["reviewer"], comment="  ")
-    assert caught.value.message_dict == {
+    assert caught.value.field_errors == {
         "comment": ["A rejection needs a comment: say what must change."]
     }
     services.spec_version_reject(
@@ -203,7 +203,7 @@ def test_drafts_can_be_edited_and_discarded(authoritative, members, workspace):
 def test_submission_rules(authoritative, make_spec, members):
     spec, v1 = authoritative()
     same = draft(spec, v1, members["editor"], BASE_ITEMS)
-    with pytest.raises(ValidationError, match="same content as the authoritative v1"):
+    with pytest.raises(InputError, match="same content as the authoritative v1"):
         services.spec_version_submit(version=same, actor=members["editor"])
     services.spec_version_discard(version=same, actor=members["editor"])
     no_evidence = draft(
@@ -216,12 +216,12 @@ def test_submission_rules(authoritative, make_spec, members):
                  alternatives=(services_alternative("Redis"),)),
         ],
     )  # fmt: skip
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         services.spec_version_submit(version=no_evidence, actor=members["editor"])
-    assert "item q2, alternative 1 (evidence)" in caught.value.message_dict["items"][0]
+    assert "item q2, alternative 1 (evidence)" in caught.value.field_errors["items"][0]
     empty_spec = make_spec(slug="empty")
     empty = draft(empty_spec, None, members["editor"], [])
-    with pytest.raises(ValidationError, match="at least one item"):
+    with pytest.raises(InputError, match="at least one item"):
         services.spec_version_submit(version=empty, actor=members["editor"])
 
 
@@ -233,14 +233,14 @@ def services_alternative(text):
 
 def test_invalid_items_are_refused_with_the_reason(make_spec, members):
     spec = make_spec()
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         draft(
             spec,
             None,
             members["editor"],
             [Item("a", "requirement", "x"), Item("A", "wish", ""), Item("b c", "decision", "y")],
         )
-    assert caught.value.message_dict["items"] == [
+    assert caught.value.field_errors["items"] == [
         "item A (key): Key 'A' is already used by item 1; keys are unique within a version (ignoring case).",
         "item A (kind): 'wish' is not a kind; use one of requirement, constraint, definition, interface, decision, open_question.",
         "item A (text): The item needs text.",
@@ -250,12 +250,12 @@ def test_invalid_items_are_refused_with_the_reason(make_spec, members):
 
 def test_spec_slugs_are_unique_and_pages_are_reserved(make_spec, workspace, members):
     make_spec()
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         make_spec()
-    assert caught.value.message_dict == {
+    assert caught.value.field_errors == {
         "slug": ["A specification with the slug 'payments' already exists."]
     }
-    with pytest.raises(ValidationError, match="reserved"):
+    with pytest.raises(InputError, match="reserved"):
         make_spec(slug="review")
     spec = services.spec_create(
         workspace=workspace, title="Trace  Retention ✓", consequence="low", actor=members["editor"]
@@ -336,22 +336,22 @@ def test_markdown_import_creates_a_draft_and_reports_every_bad_line(authoritativ
         spec=spec, author=members["editor"], markdown=exported, supersedes=v1
     )
     assert result.matches_declared and v2.fingerprint == v1.fingerprint
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         services.spec_version_import(
             spec=spec,
             author=members["editor"],
             markdown="## Requirements\n- [x] fine\n  - Nope: bad\n## Sources\n- trace-session:999999\n",
             supersedes=v1,
         )
-    assert caught.value.message_dict["markdown"][0].startswith("line 3: a nested bullet")
-    with pytest.raises(ValidationError) as caught:
+    assert caught.value.field_errors["markdown"][0].startswith("line 3: a nested bullet")
+    with pytest.raises(InputError) as caught:
         services.spec_version_import(
             spec=spec,
             author=members["editor"],
             markdown="## Requirements\n- [x] fine\n## Sources\n- trace-session:999999\n",
             supersedes=v1,
         )
-    assert caught.value.message_dict == {
+    assert caught.value.field_errors == {
         "sources": ["trace-session:999999: no such trace session in this workspace."]
     }
 
@@ -361,11 +361,11 @@ def test_a_dropped_settled_item_must_be_acknowledged_too(authoritative, members)
     without_retention = [item for item in BASE_ITEMS if item.key != "retention"]
     v2 = draft(spec, v1, members["editor"], without_retention)
     services.spec_version_submit(version=v2, actor=members["editor"])
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         services.spec_version_approve(
             version=v2, reviewer=members["reviewer"], acknowledged_resolutions=[]
         )
-    assert caught.value.message_dict["acknowledged_resolutions"] == [
+    assert caught.value.field_errors["acknowledged_resolutions"] == [
         "This version drops settled item retention; the reviewer must acknowledge each by key."
     ]
     v2.refresh_from_db()

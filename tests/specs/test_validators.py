@@ -3,6 +3,7 @@
 import pytest
 from django.core.exceptions import ValidationError
 
+from governance.errors import InputError
 from specs import services
 from specs.formats.restart import Repository
 from specs.models import RestartPackage, Verification
@@ -21,9 +22,9 @@ def test_the_model_fields_refuse_a_commit_that_is_not_a_hash(commit):
 
 def test_the_service_refuses_a_handoff_commit_that_is_not_a_hash(authoritative, make_package):
     _spec, v1 = authoritative()
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         make_package(v1, repository=Repository(commit="main"))
-    assert caught.value.message_dict == {"commit": [COMMIT_MESSAGE]}
+    assert caught.value.field_errors == {"commit": [COMMIT_MESSAGE]}
     assert not RestartPackage.objects.exists()
 
 
@@ -34,9 +35,9 @@ def test_the_service_refuses_a_verification_commit_and_oversized_output(
     verification = services.VerificationInput(
         command="pytest", exit_status=0, commit="HEAD", output="x" * (MAX_OUTPUT_BYTES + 1)
     )
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         make_package(v1, verifications=[verification])
-    errors = caught.value.message_dict
+    errors = caught.value.field_errors
     assert errors["commit"] == [COMMIT_MESSAGE]
     assert errors["output"] == [f"Raw output is over the limit of {MAX_OUTPUT_BYTES:,} bytes."]
 
