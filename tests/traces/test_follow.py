@@ -279,3 +279,29 @@ def test_the_command_follows_appends_truncation_replacement_and_restarts(workspa
     assert after.offset == main.stat().st_size
     assert after.resets == before.resets
     assert "0 files re-read" in out.splitlines()[-1]
+
+
+def test_a_folder_ingested_once_is_followed_on_from_that_read(workspace, tmp_path):
+    """`ingest_traces PATH` first, then `--follow PATH`: each file goes on from where the
+    one-shot read stopped (its stored offset and parser state), not from its start."""
+    source, followed = tmp_path / "source", tmp_path / "followed"
+    _corpus(source, 23)
+    rng = random.Random(23)
+    whole = {path: path.read_bytes() for path in transcript_files([source])}
+    cut = {}
+    for path, data in whole.items():
+        cut[path] = rng.choice(_streamed_cuts(data) or [len(data) // 2])
+        target = followed / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data[: cut[path]])
+    ingest_paths(workspace=workspace, paths=[str(followed)], refresh_analytics=False)
+    follower = Follower(workspace=workspace, paths=[str(followed)], refresh_analytics=False)
+    assert follower.poll() == 0  # nothing new since the one-shot read
+    for path, data in whole.items():
+        (followed / path.relative_to(source)).write_bytes(data)
+    follower.poll()
+    assert follower.status.summary.errors == []
+    # Only the lines after each one-shot read were parsed.
+    read_before = sum(data[: cut[path]].count(b"\n") for path, data in whole.items())
+    assert follower.status.lines == sum(d.count(b"\n") for d in whole.values()) - read_before
+    assert_matches(reference([source]), workspace)

@@ -30,8 +30,8 @@ from governance.services import InputError, workspace_bump_data_version
 from traces.formats import RESUMABLE_FORMATS, detect_format, make_parser
 from traces.formats.archive import READ_ERRORS
 from traces.ingest import IngestSummary, TraceLoader
-from traces.models import FollowedFile
-from traces.services._common import _refresh_analytics
+from traces.models import FollowedFile, IngestedFile
+from traces.services._common import CHUNK, _refresh_analytics
 from traces.services.derivation import sessions_derive
 
 FOLLOWED_SUFFIX = ".jsonl"
@@ -73,6 +73,8 @@ class _Seen:
 
     row: FollowedFile
     stat: tuple[int, int, int, int] = (-1, -1, -1, -1)  # size, mtime_ns, device, inode
+    # Never followed before: earlier one-shot reads of a file by its name, to go on from.
+    earlier: list[IngestedFile] = field(default_factory=list)
 
 
 class Follower:
@@ -190,9 +192,24 @@ class Follower:
             row.path: row
             for row in FollowedFile.objects.filter(workspace=self.workspace, path__in=paths)
         }
+        new_names = {os.path.basename(path) for path in paths if path not in rows}
+        earlier: dict[str, list[IngestedFile]] = {}
+        if new_names:
+            for read in IngestedFile.objects.filter(
+                workspace=self.workspace,
+                member__in=new_names,
+                complete=True,
+                parser_state__isnull=False,
+                harness__in=RESUMABLE_FORMATS,
+            ).order_by("-size"):
+                earlier.setdefault(read.member, []).append(read)
         for path in paths:
-            row = rows.get(path) or FollowedFile(workspace=self.workspace, path=path)
-            self._seen[path] = _Seen(row)
+            row = rows.get(path)
+            if row is not None:
+                self._seen[path] = _Seen(row)
+            else:
+                row = FollowedFile(workspace=self.workspace, path=path)
+                self._seen[path] = _Seen(row, earlier=earlier.get(os.path.basename(path), []))
 
     # --- reading one file -------------------------------------------------------------
 
@@ -200,6 +217,9 @@ class Follower:
         row = seen.row
         size, _, device, inode = stat
         with open(row.path, "rb") as handle:
+            if seen.earlier:
+                _resume_from_earlier_read(row, handle, size, seen.earlier)
+                seen.earlier = []
             if row.offset and self._replaced(row, handle, size, device, inode):
                 self._reset(row)
             row.device, row.inode = device, inode
@@ -275,6 +295,33 @@ class Follower:
         summary.errors.append({"file": row.path, "line": detection.line, "error": reason})
         self._ignored.add(row.path)
         return False
+
+
+def _resume_from_earlier_read(row: FollowedFile, handle, size: int, earlier: list) -> None:
+    """A file first followed after a one-shot ingest read it: go on from where that read
+    stopped (its parser state and offset), if the file still begins with the bytes it read."""
+    for read in earlier:
+        if read.size > size or "offset" not in read.parser_state:
+            continue
+        handle.seek(0)
+        digest = hashlib.sha256()
+        left = read.size
+        while left:
+            chunk = handle.read(min(CHUNK, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk)
+        if digest.hexdigest() != read.sha256:
+            continue
+        row.harness = read.harness
+        row.offset = read.parser_state["offset"]
+        row.parser_state = read.parser_state
+        row.lines = int(read.parser_state.get("lines") or 0)
+        handle.seek(0)
+        head = handle.read(min(row.offset, HEAD_BYTES))
+        row.head_size, row.head_sha256 = len(head), hashlib.sha256(head).hexdigest()
+        return
 
 
 class _CompleteLines:
