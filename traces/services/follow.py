@@ -91,6 +91,7 @@ class Follower:
         self.status = FollowStatus()
         self._seen: dict[str, _Seen] = {}
         self._ignored: set[str] = set()  # files of no followed format
+        self._underived: set[int] = set()  # sessions that gained calls, not yet derived
         self._analytics_due = False
         self._analytics_at = 0.0
 
@@ -109,32 +110,35 @@ class Follower:
             if self._seen[path].stat != stat
         ]
         if not changed:
-            self._maybe_refresh_analytics()
+            self._derive()
             return 0
         summary = IngestSummary()
         loader = TraceLoader(workspace=self.workspace, summary=summary, file_name="")
         read: list[tuple[_Seen, tuple]] = []
         lines = files_with_lines = 0
-        for seen, stat in changed:
-            try:
-                added = self._read(seen, stat, loader)
-            except OSError as exc:  # vanished or unreadable between the scan and the read
-                summary.errors.append({"file": seen.row.path, "line": None, "error": str(exc)})
-                continue
-            read.append((seen, stat))
-            lines += added
-            files_with_lines += bool(added)
-        # The calls are committed before the offsets that say they were read: a crash in
-        # between reads those lines again, which adds nothing.
-        touched = loader.finish()
-        for seen, stat in read:
-            seen.row.save()
-            seen.stat = stat
-        sessions_derive(session_ids=touched)
-        if touched or summary.derived_sessions:
-            workspace_bump_data_version(workspace=self.workspace)
-            self._analytics_due = True
-        self._maybe_refresh_analytics()
+        try:
+            for seen, stat in changed:
+                try:
+                    added = self._read(seen, stat, loader)
+                except OSError as exc:  # vanished or unreadable between the scan and the read
+                    summary.errors.append({"file": seen.row.path, "line": None, "error": str(exc)})
+                    self._forget([(seen, stat)])
+                    continue
+                read.append((seen, stat))
+                lines += added
+                files_with_lines += bool(added)
+            # The calls are committed before the offsets that say they were read: a crash
+            # in between reads those lines again, which adds nothing.
+            self._underived |= loader.finish()
+            for seen, stat in read:
+                seen.row.save()
+                seen.stat = stat
+        except BaseException:
+            # Rows advanced in memory whose calls may not be stored: read from the database
+            # again at the next poll.
+            self._forget(changed)
+            raise
+        self._derive()
         self.status.summary.merge(summary)
         self.status.errors += summary.errors
         if lines:
@@ -142,6 +146,20 @@ class Follower:
             self.status.lines += lines
             self.status.last_read_at = time.time()
         return lines
+
+    def _forget(self, items: list[tuple[_Seen, tuple]]) -> None:
+        for seen, _ in items:
+            self._seen.pop(seen.row.path, None)
+
+    def _derive(self) -> None:
+        """Derive the sessions that gained calls; those a failure left are tried again at
+        the next poll."""
+        if self._underived:
+            sessions_derive(session_ids=self._underived)
+            self._underived = set()
+            workspace_bump_data_version(workspace=self.workspace)
+            self._analytics_due = True
+        self._maybe_refresh_analytics()
 
     def close(self) -> None:
         """Refresh the analytics if new calls are waiting for it."""
