@@ -193,7 +193,7 @@ def main() -> None:
                     )
                 if response.json()["calls"] == index + 1:
                     break
-                time.sleep(0.005)
+                time.sleep(0.05)  # a busy client would take the cores the follower needs
             latencies.append(time.perf_counter() - written)
         append_cpu = (_cpu_seconds(follower.pid) - busy_cpu_start) / args.appends
     finally:
@@ -215,6 +215,7 @@ def main() -> None:
     one_shot_seconds = time.perf_counter() - begin
     assert one_shot.calls == args.history + args.appends, one_shot.as_dict()
 
+    load = os.getloadavg()
     latencies.sort()
     p50 = statistics.median(latencies)
     p95 = float(np.percentile(latencies, 95))
@@ -228,7 +229,7 @@ own) watches {files:,} files: {args.idle_files:,} finished sessions of 20 calls 
 session that starts with {args.history:,} calls. {len(latencies)} times, after a random pause
 of 0.2-1.0 s, one call is appended to the live session as Claude Code writes it (two streamed
 lines sharing `message.id`, then its tool result); the clock runs from the write until
-`GET /api/v1/sessions/{{id}}/` (Django test client, bearer token, polled every ~5 ms) shows
+`GET /api/v1/sessions/{{id}}/` (Django test client, bearer token, polled every 50 ms, which adds up to 50 ms to each figure) shows
 the new `calls` count, i.e. the call is stored and the session derived.
 
 | Measure | n | Figure |
@@ -240,13 +241,15 @@ the new `calls` count, i.e. the call is stored and the session derived.
 | Follower CPU while idle, polling {files:,} files (share of one core, over 10 s) | 1 | {idle_cpu:.1%} |
 | First read of the folder when the follower starts (all {files:,} files) | 1 | {first_read:,.1f} s |
 | **Baseline**: one-shot ingest (`ingest_paths`, as `ingest_traces FILE`) of the final live file ({args.history + args.appends:,} calls) into an empty workspace, wall time | 1 | {one_shot_seconds * 1000:,.0f} ms |
-| Follower CPU per append ÷ the one-shot read of the whole file | | {append_cpu / one_shot_seconds:.2f}× |
+| Follower CPU per append ÷ the one-shot wall time of the whole file | | {append_cpu / one_shot_seconds:.2f}× |
 
 Method: the latency is bounded by the poll interval plus one poll's work; half the interval
 ({args.interval / 2 * 1000:,.0f} ms) is the expected wait for the next poll. Each append is
 read from its stored byte offset, so its cost does not grow with the file; the derive step
 of the appended session does (it reads the session's calls). The one-shot baseline re-reads
 the whole file, which is what ingesting a growing transcript cost before `--follow`.
+The machine is shared: its load average (1, 5, 15 min) at the end of the run was
+{load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} on {os.cpu_count()} cores, so the figures include waiting for a core.
 Follower status at exit: `{status}`.
 """
     write_section("Follow live", body, command=_command(args))
