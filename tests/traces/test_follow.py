@@ -22,6 +22,7 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
+from governance.models import AuditEvent
 from tests.traces.test_differential import (
     assert_matches,
     product_sessions,
@@ -261,6 +262,8 @@ def test_the_command_follows_appends_truncation_replacement_and_restarts(workspa
         out, _ = _stop(process)
     assert "following 2 files" in out.splitlines()[-1]
     assert "2 files re-read" in out.splitlines()[-1]
+    run = AuditEvent.objects.get(workspace=workspace, action="trace_ingest.follow")
+    assert (run.data["followed_files"], run.data["calls"], run.data["resets"]) == (2, 6, 2)
 
     # Stopped: lines written meanwhile (and half a line) are read after a restart, from
     # the stored offset: the file's earlier lines are not read again.

@@ -26,7 +26,7 @@ import orjson
 from django.db import DatabaseError, connection
 
 from governance.models import Workspace
-from governance.services import InputError, workspace_bump_data_version
+from governance.services import InputError, audit_record, workspace_bump_data_version
 from traces.formats import RESUMABLE_FORMATS, detect_format, make_parser
 from traces.formats.archive import READ_ERRORS
 from traces.ingest import IngestSummary, TraceLoader
@@ -162,7 +162,26 @@ class Follower:
         self._maybe_refresh_analytics()
 
     def close(self) -> None:
-        """Refresh the analytics if new calls are waiting for it."""
+        """At exit: refresh the analytics if new calls wait for it, and record the run
+        once in the audit log with its counts (as a one-shot `ingest_traces` run is)."""
+        self._refresh_if_due()
+        status = self.status
+        audit_record(
+            workspace=self.workspace,
+            actor=None,
+            action="trace_ingest.follow",
+            data={
+                "paths": [str(root) for root in self.roots],
+                "followed_files": status.files,
+                "reads": status.reads,
+                "lines": status.lines,
+                "resets": status.resets,
+                **status.summary.counts(),
+                "errors": len(status.summary.errors),
+            },
+        )
+
+    def _refresh_if_due(self) -> None:
         if self._analytics_due and self.refresh_analytics:
             _refresh_analytics(self.workspace)
             self._analytics_due = False
@@ -171,7 +190,7 @@ class Follower:
         now = time.monotonic()
         if self._analytics_due and now - self._analytics_at >= ANALYTICS_EVERY_SECONDS:
             self._analytics_at = now
-            self.close()
+            self._refresh_if_due()
 
     # --- finding files ----------------------------------------------------------------
 
