@@ -9,6 +9,7 @@ message (Claude Code writes one line per content block, all sharing `message.id`
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.core.management.base import OutputWrapper
 from django.db import connection
 from django.db.models import Sum
 
@@ -30,6 +32,7 @@ from tests.traces.test_differential import (
     transcript_files,
 )
 from tests.traces.transcript_shapes import write_claude_corpus, write_codex_corpus
+from traces.management.commands.ingest_traces import _StatusLine
 from traces.models import Call, Compaction, FollowedFile, Session
 from traces.services import ingest_paths
 from traces.services.follow import Follower
@@ -308,3 +311,40 @@ def test_a_folder_ingested_once_is_followed_on_from_that_read(workspace, tmp_pat
     read_before = sum(data[: cut[path]].count(b"\n") for path, data in whole.items())
     assert follower.status.lines == sum(d.count(b"\n") for d in whole.values()) - read_before
     assert_matches(reference([source]), workspace)
+
+
+def test_a_file_of_no_followed_format_is_reported_once_and_left_alone(workspace, tmp_path):
+    otlp = tmp_path / "spans.jsonl"
+    otlp.write_text('{"resourceSpans": []}\n')
+    follower = Follower(workspace=workspace, paths=[str(tmp_path)], refresh_analytics=False)
+    follower.poll()
+    _append(otlp, b'{"resourceSpans": []}\n')
+    follower.poll()
+    errors = follower.status.summary.errors
+    assert [(e["file"], e["error"]) for e in errors] == [
+        (str(otlp), "otlp-json files are not followed (only Claude Code and Codex transcripts)")
+    ]
+    assert FollowedFile.objects.get(path=str(otlp)).offset == 0
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_status_line_is_rewritten_on_a_terminal_and_printed_elsewhere():
+    terminal = _Terminal()
+    status = _StatusLine(OutputWrapper(terminal), OutputWrapper(io.StringIO()), every=30)
+    status.show("following 1 files · 1 reads")
+    status.show("following 1 files · 2 reads")
+    status.show("following 1 files · 2 reads", final=True)
+    assert terminal.getvalue() == (
+        "\r\x1b[Kfollowing 1 files · 1 reads\r\x1b[Kfollowing 1 files · 2 reads"
+        "\r\x1b[Kfollowing 1 files · 2 reads\n"
+    )
+    log = io.StringIO()
+    status = _StatusLine(OutputWrapper(log), OutputWrapper(io.StringIO()), every=3600)
+    status.show("following 1 files · 1 reads")
+    status.show("following 1 files · 2 reads")  # within the period: not printed
+    status.show("following 1 files · 2 reads", final=True)
+    assert log.getvalue() == "following 1 files · 1 reads\nfollowing 1 files · 2 reads\n"

@@ -199,7 +199,7 @@ class _StatusLine:
         self.tty = stdout.isatty()
         self.every = every
         self.shown = ""
-        self.shown_at = 0.0
+        self.shown_at: float | None = None  # the first line is printed at once
 
     def note(self, text: str) -> None:
         self.stdout.write(text)
@@ -220,7 +220,8 @@ class _StatusLine:
                 self.stdout.flush()
                 self.shown = text
             return
-        if final or (text != self.shown and now - self.shown_at >= self.every):
+        due = self.shown_at is None or now - self.shown_at >= self.every
+        if final or (text != self.shown and due):
             self.stdout.write(text)
             self.stdout.flush()
             self.shown, self.shown_at = text, now
