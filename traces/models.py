@@ -107,6 +107,41 @@ class IngestedFile(WorkspaceOwned):
         return self.member
 
 
+class FollowedFile(WorkspaceOwned):
+    """A transcript file that `ingest_traces --follow` reads as it grows: how far it was
+    read, and what it began with, so that a restart goes on from there and a truncated or
+    replaced file is read again from the start."""
+
+    path = models.CharField(max_length=1000, help_text="Absolute path on the host that follows it.")
+    harness = models.CharField(max_length=16, choices=Harness.choices, blank=True)
+    offset = models.PositiveBigIntegerField(
+        default=0, help_text="Bytes read: the end of the last complete line ingested."
+    )
+    head_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="sha256 of the file's first `head_size` bytes."
+    )
+    head_size = models.PositiveIntegerField(default=0)
+    device = models.PositiveBigIntegerField(default=0)
+    inode = models.PositiveBigIntegerField(default=0)
+    parser_state = models.JSONField(
+        null=True, blank=True, help_text="What the parser needs to go on from `offset`."
+    )
+    lines = models.PositiveIntegerField(default=0, help_text="Lines read since the last reset.")
+    resets = models.PositiveIntegerField(
+        default=0, help_text="Times the file was found truncated or replaced and read again."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "path"], name="followed_file_unique_path")
+        ]
+
+    def __str__(self) -> str:
+        return self.path
+
+
 class JobFile(models.Model):
     """A file an ingest job read, or found already ingested (the same bytes uploaded
     again): how a job reaches the files, and through them the sessions, it brought in."""

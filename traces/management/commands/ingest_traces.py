@@ -1,9 +1,13 @@
-"""ingest_traces PATH… [--workspace SLUG] [--format auto|claude-code|codex|otlp-json] [--json]"""
+"""ingest_traces PATH… [--workspace SLUG] [--format auto|claude-code|codex|otlp-json] [--json]
+ingest_traces --follow PATH… [--workspace SLUG] [--interval SECONDS]"""
 
 import gc
 import json
 import os
+import signal
 import sys
+import threading
+import time
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -11,6 +15,7 @@ from governance.models import Workspace
 from governance.services import InputError
 from traces.formats import FORMATS
 from traces.services import ingest_paths
+from traces.services.follow import Follower, follow_database_recover
 
 DEFAULT_WORKERS = min(4, os.cpu_count() or 1)
 
@@ -42,11 +47,44 @@ class Command(BaseCommand):
         parser.add_argument(
             "--json", action="store_true", help="Print one JSON summary and nothing else."
         )
+        parser.add_argument(
+            "--follow",
+            action="store_true",
+            help="Keep running: ingest new files and appended lines as they are written, "
+            "reading each file on from where it was last read. Stop with Ctrl-C or SIGTERM.",
+        )
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=0.5,
+            help="With --follow: seconds between polls of the files (default 0.5).",
+        )
+        parser.add_argument(
+            "--status-every",
+            type=float,
+            default=30.0,
+            help="With --follow and output that is not a terminal: seconds between status "
+            "lines (default 30; a terminal shows one line, rewritten in place).",
+        )
 
     def handle(
         self, *args, paths, workspace, format, json: bool, workers: int, no_analytics, **options
     ):
         target = self._workspace(workspace)
+        if options.get("follow"):
+            if format != "auto" or json:
+                raise CommandError(
+                    "--follow detects each file's format and prints status lines: "
+                    "leave out --format and --json."
+                )
+            self._follow(
+                target,
+                paths,
+                no_analytics=no_analytics,
+                interval=options["interval"],
+                status_every=options["status_every"],
+            )
+            return
         progress = None
         task = None
         if sys.stderr.isatty() and not json:
@@ -101,6 +139,41 @@ class Command(BaseCommand):
                 f"… and {len(result['errors']) - 50} more errors (use --json to see all)"
             )
 
+    def _follow(self, workspace, paths, *, no_analytics: bool, interval: float, status_every):
+        """Poll until Ctrl-C or SIGTERM; the status goes to stdout, errors to stderr."""
+        try:
+            follower = Follower(
+                workspace=workspace, paths=paths, refresh_analytics=not no_analytics
+            )
+        except InputError as exc:
+            raise CommandError(str(exc)) from exc
+        stop = threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: stop.set())
+        status = _StatusLine(self.stdout, self.stderr, every=status_every)
+        status.note(
+            f"Following {', '.join(paths)} into workspace {workspace.slug} "
+            f"(every {interval:g} s; Ctrl-C stops)."
+        )
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                follower.poll()
+            except InputError as exc:
+                status.error(str(exc))
+            except Exception as exc:  # the database went away, a file vanished mid-read …
+                status.error(f"poll failed, trying again: {type(exc).__name__}: {exc}")
+                follow_database_recover()
+            for error in follower.status.errors:
+                where = error["file"] + (f":{error['line']}" if error.get("line") else "")
+                status.error(f"{where}: {error['error']}")
+            follower.status.errors = []
+            status.show(follower.status.line())
+            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        follower.close()
+        status.show(follower.status.line(), final=True)
+
     def _workspace(self, slug):
         if slug:
             found = Workspace.objects.filter(slug=slug).first()
@@ -115,3 +188,40 @@ class Command(BaseCommand):
 
 def _dumps(data) -> str:
     return json.dumps(data, ensure_ascii=False)
+
+
+class _StatusLine:
+    """One line rewritten in place on a terminal; elsewhere (a log, a pipe) a plain line
+    every `every` seconds when it changed, and the last one at exit."""
+
+    def __init__(self, stdout, stderr, *, every: float):
+        self.stdout, self.stderr = stdout, stderr
+        self.tty = stdout.isatty()
+        self.every = every
+        self.shown = ""
+        self.shown_at: float | None = None  # the first line is printed at once
+
+    def note(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def error(self, text: str) -> None:
+        if self.tty and self.shown:
+            self.stdout.write("\r\x1b[K", ending="")
+            self.shown = ""
+        self.stderr.write(text)
+        self.stderr.flush()
+
+    def show(self, text: str, *, final: bool = False) -> None:
+        now = time.monotonic()
+        if self.tty:
+            if text != self.shown or final:
+                self.stdout.write("\r\x1b[K" + text, ending="\n" if final else "")
+                self.stdout.flush()
+                self.shown = text
+            return
+        due = self.shown_at is None or now - self.shown_at >= self.every
+        if final or (text != self.shown and due):
+            self.stdout.write(text)
+            self.stdout.flush()
+            self.shown, self.shown_at = text, now
