@@ -314,7 +314,8 @@ def compare_scenarios(
         raise CycleInputError("scenarios", f"give 1 to {MAX_SCENARIOS} scenarios.")
     rows = []
     for index, scenario in enumerate(scenarios, start=1):
-        label = f"scenario {index} ({scenario.name})"
+        name = scenario.name or f"scenario {index}"
+        label = f"scenario {index} ({name})"
         length = (
             disruption_steps if scenario.disruption_steps is None else scenario.disruption_steps
         )
@@ -336,7 +337,7 @@ def compare_scenarios(
         below = not math.isfinite(value)
         rows.append(
             {
-                "name": scenario.name,
+                "name": name,
                 "threshold": threshold,
                 "preserved_tail_tokens": scenario.preserved_tail_tokens,
                 "post_compaction_tokens": p.post_compaction,
