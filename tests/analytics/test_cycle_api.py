@@ -1,6 +1,9 @@
 """The cycle calculator API per threshold (mean window, steps per cycle, degraded share),
 with a preserved tail and fixed scenarios (seed 001 §7.3, §8.1), and where L comes from."""
 
+import csv
+import io
+
 import pytest
 
 from tests.analytics.planted_post_compaction import plant
@@ -145,3 +148,34 @@ def test_measured_disruption_length_comes_from_the_workspace(workspace, run_on_c
     given = post(api_for("viewer"), thresholds=[220000], disruption_steps=30).json()
     assert given["disruption"]["source"] == "given"
     assert given["at_thresholds"][0]["degraded_share"] == pytest.approx(30 / 105.04, abs=1e-4)
+
+
+def test_what_if_page_shows_the_cycle_table_and_the_section_8_1_scenarios(client_for, workspace):
+    client = client_for("viewer")
+    base = f"/w/{workspace.slug}/analytics/what-if/"
+    page = client.get(base).content.decode()
+    # the §8.1 preset is in the form and its comparison is shown
+    assert 'name="a_threshold" value="600000"' in page and 'name="b_tail" value="60000"' in page
+    assert 'id="preset-8-1"' in page
+    assert "costs <strong>24.7%</strong> less per productive step than 600k, bare digest" in page
+    # the default thresholds, with the default L and where it comes from
+    assert "L = <strong>30</strong> steps" in page and "default 30 (seed 001 §7.3)" in page
+    assert '<tr data-threshold="220000">' in page and 'id="degraded-chart"' in page
+    row_220k = page.split('<tr data-threshold="220000">', 1)[1].split("</tr>", 1)[0]
+    assert "105" in row_220k and "143k" in row_220k and "28.6%" in row_220k
+    row_577k = page.split('<tr data-threshold="577000">', 1)[1].split("</tr>", 1)[0]
+    assert "348" in row_577k and "8.6%" in row_577k
+    # a given L and one bad scenario value, named
+    page = client.get(f"{base}?disruption_steps=55&b_penalty=-3").content.decode()
+    assert "L = <strong>55</strong> steps" in page and "given, 55 steps" in page
+    assert "b_penalty:" in page and 'id="scenario-table"' not in page
+    # the tables' data as CSV
+    data = client.get(f"{base}data/what-if-scenarios.csv").content.decode()
+    rows = list(csv.reader(io.StringIO(data)))
+    assert rows[0][:3] == ["name", "threshold", "preserved_tail_tokens"]
+    assert rows[2][0] == "350k, 60k preserved tail" and float(rows[2][10]) == pytest.approx(0.2468)
+    data = client.get(f"{base}data/what-if-cycle.csv?table_thresholds=220000").content.decode()
+    rows = list(csv.reader(io.StringIO(data)))
+    assert len(rows) == 2 and rows[1][0] == "220000" and float(rows[1][-1]) == 0.2856
+    bad = client.get(f"{base}?table_thresholds=220k").content.decode()
+    assert "table_thresholds" in bad and "is not a whole number of tokens" in bad

@@ -601,3 +601,8 @@ def what_if(
         preserved_tail_tokens,
         disruption_steps,
     )
+
+
+def what_if_scenarios(base: CycleParams, scenarios: list[Scenario], disruption_steps: float):
+    """Fixed scenarios side by side under `base`'s D and SUMM (each its own T, tail and P)."""
+    return compare_scenarios(base, scenarios, disruption_steps)
