@@ -7,7 +7,8 @@ import io
 import pytest
 
 from tests.analytics.planted_post_compaction import plant
-from traces.analytics.services import analytics_refresh_queue
+from traces.analytics.selectors import AnalyticsFilters
+from traces.analytics.services import analytics_refresh_queue, analytics_store
 from traces.services import ingest_bytes
 
 pytestmark = pytest.mark.django_db
@@ -179,3 +180,29 @@ def test_what_if_page_shows_the_cycle_table_and_the_section_8_1_scenarios(client
     assert len(rows) == 2 and rows[1][0] == "220000" and float(rows[1][-1]) == 0.2856
     bad = client.get(f"{base}?table_thresholds=220k").content.decode()
     assert "table_thresholds" in bad and "is not a whole number of tokens" in bad
+
+
+@pytest.mark.parametrize(
+    ("section", "why"),
+    [
+        (
+            {"elevated_until_step": None, "baseline": {"correction": {"ci": [0.1, 0.2]}}},
+            "had not come back to its baseline before the baseline window",
+        ),
+        (
+            {"elevated_until_step": None, "baseline": {"correction": {"ci": None}}},
+            "too few operator messages in steps 60–150",
+        ),
+    ],
+)
+def test_an_unmeasured_elevation_falls_back_to_30_and_says_why(api_for, workspace, section, why):
+    analytics_store(
+        workspace=workspace,
+        filters=AnalyticsFilters(),
+        data_version=workspace.data_version,
+        result={"post_compaction": {"compactions": 12, **section}},
+        seconds=0.1,
+    )
+    disruption = post(api_for("viewer"), thresholds=[220000]).json()["disruption"]
+    assert (disruption["steps"], disruption["source"]) == (30, "default")
+    assert why in disruption["label"]

@@ -257,9 +257,9 @@ def degraded_share(curve: list[tuple[float, float]], rows: list[dict], disruptio
                              line={"color": PALETTE[1], "width": 3},
                              hovertemplate="T = %{x:,.0f}<br>%{y:.1%} of steps degraded<extra></extra>"))  # fmt: skip
     if rows:
-        fig.add_trace(go.Scatter(x=[r["threshold"] for r in rows], y=[r["degraded_share"] for r in rows], mode="markers+text",
-                                 text=[f"{numfmt.percent(r['degraded_share'], 0)} at {numfmt.tokens(r['threshold'])}" for r in rows],
-                                 textposition="top right", marker={"size": 9, "color": PALETTE[0]}, name="the table's thresholds",
+        # Values in the table and on hover: text labels collide when shares coincide (L = 0).
+        fig.add_trace(go.Scatter(x=[r["threshold"] for r in rows], y=[r["degraded_share"] for r in rows], mode="markers",
+                                 marker={"size": 9, "color": PALETTE[0]}, name="the table's thresholds",
                                  hovertemplate="T = %{x:,.0f}<br>%{y:.1%} of steps degraded<extra></extra>"))  # fmt: skip
     fig.update_layout(
         **base_layout(

@@ -500,7 +500,10 @@ def cycle_disruption(
             "phrase_list_version": section.get("phrase_list_version"),
             "stale": stored.data_version != workspace.data_version,
         }
-    if section:
+    baseline = ((section or {}).get("baseline") or {}).get("correction") or {}
+    if section and baseline.get("ci") is None:
+        why = "too few operator messages in steps 60–150 to measure a baseline"
+    elif section:
         why = (
             "the measured correction rate had not come back to its baseline before the "
             "baseline window (steps 60–150) begins, so the workspace gives no end to it"
