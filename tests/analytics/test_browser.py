@@ -67,10 +67,18 @@ def test_what_if_reproduces_section_8_1_and_the_degraded_share(
     assert (
         page.locator("#cycle-table tr[data-threshold='220000'] td").nth(5).inner_text() == "52.4%"
     )
-    # One click back to the seed's §8.1.
+    # Another S: the scenarios move with it...
+    page.get_by_label("S: post-compaction context").fill("70000")
+    page.wait_for_function(
+        "() => (document.querySelector('#cycle-table tr[data-threshold=\"220000\"]') || {}).innerText?.includes('145k')"
+    )
+    assert "24.7%" not in page.locator("#scenario-headline").inner_text()
+    # ...and one click goes back to the seed's §8.1, on the seed's S, D, SUMM and P.
     page.locator("#preset-8-1").click()
     page.wait_for_function(
         "() => (document.getElementById('scenario-headline') || {}).innerText?.includes('24.7%')"
     )
     assert page.get_by_label("B: P (steps)").input_value() == "14"
     assert page.get_by_label("A: threshold T").input_value() == "600000"
+    assert page.get_by_label("S: post-compaction context").input_value() == "65588"
+    assert page.get_by_label("L: disruption length (steps)").input_value() == ""  # default again

@@ -157,7 +157,8 @@ def test_what_if_page_shows_the_cycle_table_and_the_section_8_1_scenarios(client
     page = client.get(base).content.decode()
     # the §8.1 preset is in the form and its comparison is shown
     assert 'name="a_threshold" value="600000"' in page and 'name="b_tail" value="60000"' in page
-    assert 'id="preset-8-1"' in page
+    preset = page.split('id="preset-8-1"', 1)[0].rsplit("href=", 1)[1]
+    assert "post_compaction_tokens=65588" in preset and "b_penalty=14" in preset
     assert "costs <strong>24.7%</strong> less per productive step than 600k, bare digest" in page
     # the default thresholds, with the default L and where it comes from
     assert "L = <strong>30</strong> steps" in page and "default 30 (seed 001 §7.3)" in page

@@ -36,6 +36,12 @@ THEMES = [
     ("analytics:what_if", "What-if calculator"),
 ]
 SEED_FALLBACK = CycleParams(65_588, 1_470, 4_382, 28)
+SEED_VALUES = {
+    "post_compaction_tokens": "65588",
+    "growth_per_step": "1470",
+    "summary_tokens": "4382",
+    "penalty_steps": "28",
+}
 # The seed's optimum (220k), the reconciled one (314k), §7.3's 577k and two either side.
 TABLE_THRESHOLDS = "150000, 220000, 314000, 577000, 900000"
 
@@ -236,9 +242,10 @@ def _what_if_context(request, context: dict) -> dict:
     extra = {
         "what_if": form,
         "scenario_form": scenario_form,
-        "preset_query": urlencode(
-            {**{k: v for k, v in form.data.items() if k not in preset}, **preset}
-        ),
+        # §8.1 on the seed's own S, D, SUMM and P, whatever the workspace measured; the
+        # rest as a fresh page. (The form is outside the redrawn region, so a link built
+        # from the values typed would hold those of the page's load.)
+        "preset_query": urlencode({**SEED_VALUES, **preset}),
         "prefilled_from": f"your workspace's measured values ({filters_text})"
         if measured
         else "seed 001's published values (no measured parameters yet)",
