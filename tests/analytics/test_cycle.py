@@ -6,15 +6,21 @@ import numpy as np
 import pytest
 
 from traces.analysis.cycle import (
+    DEFAULT_DISRUPTION_STEPS,
     MAX_GROWTH,
     MAX_PENALTY,
     MAX_TOKENS,
+    SECTION_8_1,
     CycleInputError,
     CycleParams,
+    Scenario,
+    compare_scenarios,
     cost_per_step,
+    degraded_share,
     evaluate,
     exchange_rate,
     floor_threshold,
+    mean_window,
     optimum,
     sensitivity,
     steps_per_cycle,
@@ -220,3 +226,161 @@ def test_exchange_rate_states_its_units_and_gives_both_consistent_variants():
     assert rate.as_dict()["per_total_step"]["extra_tokens"] == pytest.approx(
         total["extra_tokens"], abs=1e-3
     )
+
+
+# --- per cycle: mean window, steps, degraded share (seed 001 §7.3, §8) -----------------
+
+
+def simulate_cycles(s, d, summ, p, threshold, disruption, cycles=4000):
+    """A session stepped one call at a time, independently of the closed forms: the window
+    grows by d per step (billed at its mid-step size, as the model integrates the climb),
+    compacts when it reaches the threshold (the overshoot carries over, so the long-run rate
+    is exact), pays T + SUMM for the compaction and s for each of the p re-reading steps
+    (the seed's accounting), and a step counts as degraded while it is among the first
+    `disruption` steps after a compaction."""
+    window, since, steps, degraded, billed, compactions = float(s), 0, 0, 0, 0.0, 0
+    while compactions < cycles:
+        steps += 1
+        since += 1
+        degraded += since <= disruption
+        if window + d < threshold:
+            billed += window + d / 2
+            window += d
+            continue
+        # The step crosses the threshold: the part before it at the old window, the rest
+        # after the compaction, from s.
+        before = (threshold - window) / d
+        window = s + (window + d - threshold)
+        billed += before * (threshold + (threshold - before * d)) / 2
+        billed += (1 - before) * (s + window) / 2
+        compactions += 1
+        billed += threshold + summ + p * s
+        since = 0
+    return {
+        "steps_per_cycle": steps / compactions,
+        "mean_window": (billed - compactions * (threshold + summ + p * s)) / steps,
+        "degraded_share": degraded / steps,
+        "cost_per_productive_step": billed / (steps - p * compactions),
+    }
+
+
+def test_seed_degraded_share_29_percent_at_220k_against_9_percent_at_577k():
+    q = params(28)
+    rows = {r.threshold: r for r in evaluate(q, thresholds=[220_000, 577_000]).at_thresholds}
+    # "a 30-step disruption inside the 105-step cycle implied by a 220k threshold ... 29%"
+    assert rows[220_000].steps_per_cycle == pytest.approx(105.04, abs=0.01)
+    assert round(rows[220_000].degraded_share, 2) == 0.29
+    # "At a 577k threshold the cycle is 348 steps and the figure falls to 9%."
+    assert round(rows[577_000].steps_per_cycle) == 348
+    assert round(rows[577_000].degraded_share, 2) == 0.09
+    assert DEFAULT_DISRUPTION_STEPS == 30
+    for threshold, row in rows.items():
+        sim = simulate_cycles(65_588, 1_470, 4_382, 28, threshold, 30)
+        assert row.steps_per_cycle == pytest.approx(sim["steps_per_cycle"], rel=1e-3)
+        assert row.degraded_share == pytest.approx(sim["degraded_share"], rel=2e-3)
+        assert row.mean_window == pytest.approx(sim["mean_window"], rel=1e-3)
+        assert row.cost_per_step == pytest.approx(sim["cost_per_productive_step"], rel=1e-3)
+
+
+def test_seed_mean_window_and_cycle_length_of_section_8():
+    q = params(55)
+    # "the mean window over a cycle: 482,794 against 189,794 tokens, a factor of 2.54"
+    assert float(mean_window(900_000, q)) == 482_794
+    assert float(mean_window(314_000, q)) == 189_794
+    assert round(float(mean_window(900_000, q) / mean_window(314_000, q)), 2) == 2.54
+    # "the 55-step penalty once per 568 steps rather than once per 169"
+    assert round(float(steps_per_cycle(900_000, q))) == 568
+    assert round(float(steps_per_cycle(314_000, q))) == 169
+    # "reaching 900,000 tokens also entails 3.36x more steps of work along the way"
+    assert round(float(steps_per_cycle(900_000, q) / steps_per_cycle(314_000, q)), 2) == 3.36
+
+
+@pytest.mark.parametrize("disruption", [0, 12, 30, 55, 200])
+def test_degraded_share_matches_a_step_by_step_session(disruption):
+    q = params(28)
+    for threshold in (150_000, 314_000, 600_000):
+        sim = simulate_cycles(65_588, 1_470, 4_382, 28, threshold, disruption)
+        assert float(degraded_share(threshold, q, disruption)) == pytest.approx(
+            sim["degraded_share"], abs=2e-3
+        )
+    # a disruption longer than the cycle covers every step, never more
+    assert float(degraded_share(150_000, q, 200)) == 1.0
+
+
+def test_threshold_rows_carry_the_cycle_figures_even_below_the_floor():
+    result = evaluate(params(28), thresholds=[100_000], disruption_steps=12).as_dict()
+    (row,) = result["at_thresholds"]
+    assert row["below_floor"] and row["cost_per_step"] is None
+    assert row["steps_per_cycle"] == pytest.approx((100_000 - 65_588) / 1_470, abs=0.01)
+    assert row["mean_window"] == pytest.approx((100_000 + 65_588) / 2, abs=0.1)
+    assert row["degraded_share"] == pytest.approx(12 / ((100_000 - 65_588) / 1_470), abs=1e-4)
+    with pytest.raises(CycleInputError) as error:
+        evaluate(params(28), thresholds=[300_000], disruption_steps=-1)
+    assert error.value.field == "disruption_steps"
+
+
+def test_section_8_1_preset_reproduces_the_25_percent_saving():
+    base = params(28)
+    bare, tail = compare_scenarios(base, SECTION_8_1)
+    assert (bare["threshold"], bare["preserved_tail_tokens"], bare["penalty_steps"]) == (
+        600_000,
+        0,
+        28,
+    )
+    assert (tail["threshold"], tail["post_compaction_tokens"], tail["penalty_steps"]) == (
+        350_000,
+        125_588,
+        14,
+    )
+    # "a 350k threshold with a 60k preserved tail costs 25% less per unit of productive
+    # work than a 600k threshold with a bare digest"
+    assert round(tail["saving_vs_first"], 2) == 0.25
+    assert tail["saving_vs_first"] == pytest.approx(0.2468, abs=1e-4)
+    assert bare["saving_vs_first"] == 0 and bare["cost_ratio_to_first"] == 1
+    # against the step-by-step session, each with its own S and P
+    for row in (bare, tail):
+        sim = simulate_cycles(
+            row["post_compaction_tokens"], 1_470, 4_382, row["penalty_steps"], row["threshold"], 30
+        )
+        assert row["cost_per_step"] == pytest.approx(sim["cost_per_productive_step"], rel=1e-3)
+        assert row["steps_per_cycle"] == pytest.approx(sim["steps_per_cycle"], rel=1e-3)
+        assert row["mean_window"] == pytest.approx(sim["mean_window"], rel=1e-3)
+        assert row["degraded_share"] == pytest.approx(sim["degraded_share"], rel=2e-3)
+    assert (round(bare["cost_per_step"]), round(tail["cost_per_step"])) == (367_839, 277_039)
+    assert (round(bare["mean_window"]), round(tail["mean_window"])) == (332_794, 237_794)
+    # The tail lands higher, so its cycle is shorter: more of its steps follow a compaction.
+    assert (round(bare["degraded_share"], 3), round(tail["degraded_share"], 3)) == (0.083, 0.197)
+
+
+def test_other_readings_of_section_8_1_bracket_the_seed():
+    """The seed gives no P for §8.1; the readings docs/analytics.md lists."""
+
+    def saving(p_bare, p_tail):
+        rows = compare_scenarios(
+            params(28),
+            [Scenario("bare", 600_000, 0, p_bare), Scenario("tail", 350_000, 60_000, p_tail)],
+        )
+        return rows[1]["saving_vs_first"]
+
+    assert saving(55, 27.5) == pytest.approx(0.2102, abs=1e-4)
+    assert saving(145, 55) == pytest.approx(0.2564, abs=1e-4)
+    assert saving(28, 28) == pytest.approx(0.1239, abs=1e-4)  # the tail with no fewer steps lost
+
+
+def test_scenarios_refuse_bad_input_naming_the_scenario():
+    base = params(28)
+    cases = [
+        ([Scenario("low", 60_000, 0, 28)], "scenario 1 (low): threshold 60,000 must be above S"),
+        ([*SECTION_8_1, Scenario("neg", 300_000, -1, 28)], "scenario 3 (neg): the preserved tail"),
+        ([Scenario("p", 300_000, 0, -2)], "scenario 1 (p): P (penalty steps)"),
+        ([Scenario("l", 300_000, 0, 28, -5)], "scenario 1 (l): L (disruption steps)"),
+        ([], "give 1 to 10 scenarios"),
+    ]
+    for scenarios, message in cases:
+        with pytest.raises(CycleInputError) as error:
+            compare_scenarios(base, scenarios)
+        assert error.value.field == "scenarios" and message in str(error.value), message
+    # a threshold below a scenario's floor is reported, not refused
+    (row,) = compare_scenarios(base, [Scenario("tight", 150_000, 60_000, 28)])
+    assert row["below_floor"] and row["cost_per_step"] is None and row["saving_vs_first"] is None
+    assert row["reason"].startswith("below floor: T = 150,000")

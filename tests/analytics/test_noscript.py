@@ -20,7 +20,7 @@ def test_charts_without_javascript_say_so_and_link_their_csv(
     page.get_by_role("button", name="Sign in").click()
     page.goto(f"{live_server.url}/w/{workspace.slug}/analytics/what-if/")
     boxes = page.locator(".chart")
-    assert boxes.count() == 2
+    assert boxes.count() == 4  # cost curve, degraded share, scenarios, sensitivity
     for index in range(boxes.count()):
         box = boxes.nth(index)
         assert box.inner_text().startswith("This chart needs JavaScript.")

@@ -207,6 +207,11 @@ def test_calculator_reports_a_below_floor_threshold_instead_of_failing(api_for):
         "below_floor": True,
         "reason": "below floor: T = 100,000 is at or below S + P·D = 106,748, where the cycle "
         "returns no productive work, so f(T) is undefined.",
+        # the cycle exists above S: n = 34,412 / 1,470 = 23.41 steps, every one of them
+        # inside the default 30-step disruption
+        "steps_per_cycle": 23.41,
+        "mean_window": 82_794.0,
+        "degraded_share": 1.0,
     }
     assert above["below_floor"] is False and above["ratio"] == body["ratios"]["600000"]
     assert above["cost_per_step"] == pytest.approx(367_838.7, abs=0.1)  # f(T*) = 221,440

@@ -76,7 +76,7 @@ def demo_pages():
     pages |= {f"{base}/qualification/limits/{lim.pk}/": 0 for lim in OperatingLimit.objects.all()}
     pages[f"{base}/qualification/audits/{AssemblyAudit.objects.first().pk}/"] = 1
     analytics = {"": 3, "steps/": 1, "compactions/": 3, "coverage/": 1, "incidents/": 1,
-                 "what-if/": 2, "post-compaction/": 1}  # fmt: skip
+                 "what-if/": 4, "post-compaction/": 1}  # fmt: skip
     pages |= {f"{base}/analytics/{path}": n for path, n in analytics.items()}
     pages[f"{base}/annotations/divergences/"] = 3
     run = Run.objects.filter(workspace=workspace).order_by("pk").first()

@@ -9,6 +9,11 @@ compacts (cost T + SUMM), then loses P steps to rediscovery:
 f is the amortised tokens per productive step. Its minimum has a closed form:
 
     T* = S + P·D + √(D·[(P² + 2P)·D + 4P·S + 2S + 2·SUMM]),   f(T*) = T* + D
+
+Per cycle (seed 001 §7.3, §8): the window climbs linearly from S to T, so its mean over the
+cycle is (S + T)/2; a cycle lasts n steps; and a disruption of L steps after each
+compaction puts min(L, n)/n of all steps inside the degraded region (L = 30: 29% at 220k,
+9% at 577k). A preserved verbatim tail lands the session at S + tail, with its own P.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ WITHIN = 1.10
 # under 1e18. Each is enforced in `validate` with the field named.
 MAX_TOKENS = 100_000_000  # S, SUMM, any threshold T, a preserved tail
 MAX_GROWTH = 10_000_000  # D, tokens per step
-MAX_PENALTY = 100_000  # P, steps
+MAX_PENALTY = 100_000  # P, steps; also L, the disruption length
+# Seed 001 §7.3: "a 30-step disruption"; the fallback when no measured length exists.
+DEFAULT_DISRUPTION_STEPS = 30
 
 
 class CycleInputError(ValueError):
@@ -73,6 +80,23 @@ def steps_per_cycle(threshold, p: CycleParams):
     return (np.asarray(threshold, dtype=float) - p.post_compaction) / p.growth_per_step
 
 
+def mean_window(threshold, p: CycleParams):
+    """The mean window over a cycle, (S + T)/2: the window climbs linearly from S to T
+    (seed 001 §8: 482,794 at 900k against 189,794 at 314k)."""
+    return (p.post_compaction + np.asarray(threshold, dtype=float)) / 2
+
+
+def degraded_share(threshold, p: CycleParams, disruption_steps: float):
+    """The share of all steps spent within L = `disruption_steps` steps after a compaction:
+    min(L, n)/n, with n the steps per cycle (seed 001 §7.3: L = 30 gives 29% at 220k)."""
+    n = steps_per_cycle(threshold, p)
+    return np.minimum(float(disruption_steps), n) / n
+
+
+def check_disruption_steps(value: float) -> None:
+    _check("disruption_steps", "L (disruption steps)", value, MAX_PENALTY, zero_ok=True)
+
+
 def cost_per_step(threshold, p: CycleParams):
     """f(T); NaN where the cycle returns no productive work (n ≤ P)."""
     t = np.asarray(threshold, dtype=float)
@@ -110,13 +134,18 @@ def within_region(p: CycleParams, factor: float = WITHIN) -> tuple[float, float]
 
 @dataclass(frozen=True)
 class ThresholdRatio:
-    """f(T) and f(T)/f(T*) at one threshold; both None at or below the floor S + P·D."""
+    """f(T) and f(T)/f(T*) at one threshold (both None at or below the floor S + P·D), with
+    the cycle's steps n, mean window (S + T)/2 and the share of steps in the degraded
+    region, min(L, n)/n, which exist at any T above S."""
 
     threshold: int
     cost_per_step: float | None
     ratio: float | None
     below_floor: bool
     reason: str | None
+    steps_per_cycle: float | None = None
+    mean_window: float | None = None
+    degraded_share: float | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -125,7 +154,14 @@ class ThresholdRatio:
             "ratio": None if self.ratio is None else round(self.ratio, 4),
             "below_floor": self.below_floor,
             "reason": self.reason,
+            "steps_per_cycle": _rounded(self.steps_per_cycle, 2),
+            "mean_window": _rounded(self.mean_window, 1),
+            "degraded_share": _rounded(self.degraded_share, 4),
         }
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 @dataclass
@@ -171,18 +207,27 @@ def threshold_tokens(threshold: float, p: CycleParams) -> int:
     return tokens
 
 
-def ratio_at(threshold: int, p: CycleParams, f_star: float) -> ThresholdRatio:
+def ratio_at(
+    threshold: int,
+    p: CycleParams,
+    f_star: float,
+    disruption_steps: float = DEFAULT_DISRUPTION_STEPS,
+) -> ThresholdRatio:
+    cycle = {
+        "steps_per_cycle": float(steps_per_cycle(threshold, p)),
+        "mean_window": float(mean_window(threshold, p)),
+        "degraded_share": float(degraded_share(threshold, p, disruption_steps)),
+    }
     value = float(cost_per_step(threshold, p))
     if math.isfinite(value):
-        return ThresholdRatio(threshold, value, value / f_star, False, None)
-    floor = floor_threshold(p)
-    return ThresholdRatio(
-        threshold,
-        None,
-        None,
-        True,
-        f"below floor: T = {threshold:,} is at or below S + P·D = {floor:,.0f}, where the "
-        "cycle returns no productive work, so f(T) is undefined.",
+        return ThresholdRatio(threshold, value, value / f_star, False, None, **cycle)
+    return ThresholdRatio(threshold, None, None, True, _below_floor(threshold, p), **cycle)
+
+
+def _below_floor(threshold: float, p: CycleParams) -> str:
+    return (
+        f"below floor: T = {threshold:,.0f} is at or below S + P·D = {floor_threshold(p):,.0f}, "
+        "where the cycle returns no productive work, so f(T) is undefined."
     )
 
 
@@ -191,10 +236,13 @@ def evaluate(
     thresholds: list[float] | None = None,
     points: int = 200,
     upper: float | None = None,
+    disruption_steps: float = DEFAULT_DISRUPTION_STEPS,
 ) -> CycleResult:
-    """The curve, its optimum, the within-10% region, the floor, and f(T)/f(T*) at
-    `thresholds` (whole tokens, in the order given, duplicates once)."""
+    """The curve, its optimum, the within-10% region, the floor, and at `thresholds` (whole
+    tokens, in the order given, duplicates once) f(T)/f(T*) and the cycle's steps, mean
+    window and degraded share for a disruption of `disruption_steps` steps."""
     p.validate()
+    check_disruption_steps(disruption_steps)
     tokens = list(dict.fromkeys(threshold_tokens(t, p) for t in thresholds or []))
     t_star = optimum(p)
     f_star = float(cost_per_step(t_star, p))
@@ -204,7 +252,7 @@ def evaluate(
     grid = np.linspace(floor + p.growth_per_step, top, points)
     values = cost_per_step(grid, p)
     curve = [(float(t), float(v)) for t, v in zip(grid, values, strict=True) if math.isfinite(v)]
-    rows = [ratio_at(t, p, f_star) for t in tokens]
+    rows = [ratio_at(t, p, f_star, disruption_steps) for t in tokens]
     return CycleResult(p, t_star, f_star, (low, high), floor, curve, rows)
 
 
@@ -225,6 +273,92 @@ def tail_scenario(p: CycleParams, tail_tokens: float, tail_penalty_steps: float)
     return CycleParams(
         p.post_compaction + tail_tokens, p.growth_per_step, p.summary, tail_penalty_steps
     )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One fixed policy: compact at `threshold`, keep `preserved_tail_tokens` verbatim (the
+    session lands at S + tail; 0 = the bare digest) and lose `penalty_steps` steps after each
+    compaction. `disruption_steps` (L) defaults to the comparison's."""
+
+    name: str
+    threshold: float
+    preserved_tail_tokens: float
+    penalty_steps: float
+    disruption_steps: float | None = None
+
+
+# Seed 001 §8.1: "a 350k threshold with a 60k preserved tail costs 25% less per unit of
+# productive work than a 600k threshold with a bare digest". The seed gives neither P. The
+# preset takes the measured rediscovery penalty for the bare digest (§5.1, P = 28) and half
+# of it with the tail (the convention of the compactions page): 24.7% less. Other readings
+# (P = 55 and 27.5: 21.0%; P = 145 and 55: 25.6%) are in docs/analytics.md.
+SECTION_8_1 = (
+    Scenario("600k, bare digest", 600_000, 0, 28),
+    Scenario("350k, 60k preserved tail", 350_000, 60_000, 14),
+)
+MAX_SCENARIOS = 10
+
+
+def compare_scenarios(
+    base: CycleParams,
+    scenarios: list[Scenario] | tuple[Scenario, ...],
+    disruption_steps: float = DEFAULT_DISRUPTION_STEPS,
+) -> list[dict]:
+    """Each scenario under the cycle model with D and SUMM from `base`, S raised by its tail
+    and its own P: steps per cycle, mean window, f(T), the degraded share, and f relative to
+    the first scenario (`saving_vs_first` = 1 − ratio). Refused naming `scenarios`."""
+    base.validate()
+    check_disruption_steps(disruption_steps)
+    if not 1 <= len(scenarios) <= MAX_SCENARIOS:
+        raise CycleInputError("scenarios", f"give 1 to {MAX_SCENARIOS} scenarios.")
+    rows = []
+    for index, scenario in enumerate(scenarios, start=1):
+        name = scenario.name or f"scenario {index}"
+        label = f"scenario {index} ({name})"
+        length = (
+            disruption_steps if scenario.disruption_steps is None else scenario.disruption_steps
+        )
+        try:
+            if not math.isfinite(scenario.preserved_tail_tokens) or not (
+                0 <= scenario.preserved_tail_tokens <= MAX_TOKENS
+            ):
+                raise CycleInputError(
+                    "preserved_tail_tokens",
+                    f"the preserved tail must be 0 to {MAX_TOKENS:,} tokens.",
+                )
+            p = tail_scenario(base, scenario.preserved_tail_tokens, scenario.penalty_steps)
+            p.validate()
+            check_disruption_steps(length)
+            threshold = threshold_tokens(scenario.threshold, p)
+        except CycleInputError as exc:
+            raise CycleInputError("scenarios", f"{label}: {exc}") from exc
+        value = float(cost_per_step(threshold, p))
+        below = not math.isfinite(value)
+        rows.append(
+            {
+                "name": name,
+                "threshold": threshold,
+                "preserved_tail_tokens": scenario.preserved_tail_tokens,
+                "post_compaction_tokens": p.post_compaction,
+                "penalty_steps": p.penalty_steps,
+                "disruption_steps": length,
+                "steps_per_cycle": round(float(steps_per_cycle(threshold, p)), 2),
+                "mean_window": round(float(mean_window(threshold, p)), 1),
+                "cost_per_step": None if below else round(value, 1),
+                "below_floor": below,
+                "reason": _below_floor(threshold, p) if below else None,
+                "degraded_share": round(float(degraded_share(threshold, p, length)), 4),
+                "_cost": None if below else value,
+            }
+        )
+    first = rows[0]["_cost"]
+    for row in rows:
+        cost = row.pop("_cost")
+        ratio = cost / first if cost is not None and first is not None else None
+        row["cost_ratio_to_first"] = None if ratio is None else round(ratio, 4)
+        row["saving_vs_first"] = None if ratio is None else round(1 - ratio, 4)
+    return rows
 
 
 SEED_UNITS = (

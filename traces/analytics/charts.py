@@ -248,6 +248,50 @@ def cycle(
     return figure_dict(fig)
 
 
+def degraded_share(curve: list[tuple[float, float]], rows: list[dict], disruption: dict) -> dict:
+    """The share of steps inside the post-compaction degraded region, min(L, n)/n, against
+    the threshold, with the table's thresholds marked (seed 001 §7.3)."""
+    fig = go.Figure()
+    points = np.array(curve) if curve else np.zeros((0, 2))
+    fig.add_trace(go.Scatter(x=points[:, 0], y=points[:, 1], mode="lines", name=f"L = {disruption['steps']:g} steps ({disruption['source']})",
+                             line={"color": PALETTE[1], "width": 3},
+                             hovertemplate="T = %{x:,.0f}<br>%{y:.1%} of steps degraded<extra></extra>"))  # fmt: skip
+    if rows:
+        # Values in the table and on hover: text labels collide when shares coincide (L = 0).
+        fig.add_trace(go.Scatter(x=[r["threshold"] for r in rows], y=[r["degraded_share"] for r in rows], mode="markers",
+                                 marker={"size": 9, "color": PALETTE[0]}, name="the table's thresholds",
+                                 hovertemplate="T = %{x:,.0f}<br>%{y:.1%} of steps degraded<extra></extra>"))  # fmt: skip
+    fig.update_layout(
+        **base_layout(
+            height=340,
+            xaxis={"title": "compaction threshold T (tokens)", **TOKEN_AXIS},
+            yaxis={"title": "steps inside the degraded region", "tickformat": ".0%", "range": [0, 1.05]},
+        )
+    )  # fmt: skip
+    return figure_dict(fig)
+
+
+def scenarios(rows: list[dict]) -> dict:
+    """Cost per productive step of each fixed scenario (seed 001 §8.1), the first the reference."""
+    shown = [r for r in rows if r["cost_per_step"] is not None]
+    names = [chart_text(r["name"]) for r in shown]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=[r["cost_per_step"] for r in shown], y=names, orientation="h", name="tokens per productive step",
+                         marker={"color": [PALETTE[i % len(PALETTE)] for i in range(len(shown))]},
+                         text=[numfmt.tokens(r["cost_per_step"]) + ("" if i == 0 else f" ({numfmt.signed_percent(-r['saving_vs_first'])} vs {names[0]})")
+                               for i, r in enumerate(shown)], textposition="auto",
+                         hovertemplate="%{y}<br>%{x:,.0f} tokens per productive step<extra></extra>"))  # fmt: skip
+    fig.update_layout(
+        **base_layout(
+            height=120 + 50 * len(shown),
+            xaxis={"title": "tokens per productive step", **TOKEN_AXIS},
+            yaxis={"autorange": "reversed"},
+            showlegend=False,
+        )
+    )
+    return figure_dict(fig)
+
+
 def sensitivity(
     rows: list[dict], measured_p: float | None = None, p_ci=None, t_star_ci=None
 ) -> dict:

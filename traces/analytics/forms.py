@@ -4,7 +4,7 @@ import copy
 
 from django import forms
 
-from traces.analysis.cycle import MAX_GROWTH, MAX_PENALTY, MAX_TOKENS
+from traces.analysis.cycle import MAX_GROWTH, MAX_PENALTY, MAX_TOKENS, SECTION_8_1, Scenario
 from traces.analysis.task_types import LABELS
 from traces.analytics.selectors import PARAMETER_DEFAULTS, AnalyticsFilters
 from traces.filters import SessionFilter
@@ -97,6 +97,37 @@ class WhatIfForm(forms.Form):
     compare_high = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_TOKENS, label="to T"
     )
+    disruption_steps = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=MAX_PENALTY,
+        label="L: disruption length (steps)",
+        help_text="Steps after a compaction counted as degraded. Blank: your workspace's "
+        "measured elevation (After compaction), else seed 001's 30.",
+    )
+    table_thresholds = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Thresholds for the table",
+        help_text="Whole tokens, separated by commas (at most 12).",
+    )
+
+    def clean_table_thresholds(self):
+        text = self.cleaned_data.get("table_thresholds") or ""
+        values = []
+        for part in text.replace(";", ",").split(","):
+            part = part.strip().replace("_", "").replace(" ", "")
+            if not part:
+                continue
+            if not part.isdigit():
+                raise forms.ValidationError(f"{part!r} is not a whole number of tokens.")
+            value = int(part)
+            if not 1 <= value <= MAX_TOKENS:
+                raise forms.ValidationError(f"{value:,} must be 1 to {MAX_TOKENS:,} tokens.")
+            values.append(value)
+        if len(values) > 12:
+            raise forms.ValidationError("At most 12 thresholds.")
+        return values
 
     def clean_growth_per_step(self):
         value = self.cleaned_data["growth_per_step"]
@@ -138,4 +169,50 @@ class InstructionVisibilityForm(forms.Form):
         self.fields["delivery"].choices = [
             ("", "default: recorded for free text, repository for the ledger"),
             *deliveries,
+        ]
+
+
+SCENARIO_KEYS = ("a", "b")
+
+
+class ScenarioCompareForm(forms.Form):
+    """Two fixed scenarios side by side (seed 001 §8.1), each with its own threshold, tail
+    and P; S, D and SUMM are the calculator's. Prefilled with the §8.1 preset."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for key in SCENARIO_KEYS:
+            upper = key.upper()
+            self.fields[f"{key}_name"] = forms.CharField(max_length=80, label=f"{upper}: name")
+            self.fields[f"{key}_threshold"] = forms.IntegerField(
+                min_value=1, max_value=MAX_TOKENS, label=f"{upper}: threshold T"
+            )
+            self.fields[f"{key}_tail"] = forms.FloatField(
+                min_value=0, max_value=MAX_TOKENS, label=f"{upper}: preserved tail (tokens)"
+            )
+            self.fields[f"{key}_penalty"] = forms.FloatField(
+                min_value=0, max_value=MAX_PENALTY, label=f"{upper}: P (steps)"
+            )
+
+    @staticmethod
+    def preset() -> dict[str, str]:
+        """The form's values for seed 001 §8.1."""
+        values = {}
+        for key, scenario in zip(SCENARIO_KEYS, SECTION_8_1, strict=True):
+            values[f"{key}_name"] = scenario.name
+            values[f"{key}_threshold"] = f"{scenario.threshold:.0f}"
+            values[f"{key}_tail"] = f"{scenario.preserved_tail_tokens:.0f}"
+            values[f"{key}_penalty"] = f"{scenario.penalty_steps:g}"
+        return values
+
+    def scenarios(self) -> list[Scenario]:
+        data = self.cleaned_data
+        return [
+            Scenario(
+                data[f"{key}_name"],
+                data[f"{key}_threshold"],
+                data[f"{key}_tail"],
+                data[f"{key}_penalty"],
+            )
+            for key in SCENARIO_KEYS
         ]

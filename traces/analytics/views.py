@@ -16,9 +16,14 @@ from governance.htmx import render_region
 from governance.models import JobStatus, Role
 from governance.views import WorkspaceTemplateView
 from traces.analysis.costs import MIN_AGENTS_STEPS
-from traces.analysis.cycle import CycleInputError, CycleParams, exchange_rate
+from traces.analysis.cycle import (
+    CycleInputError,
+    CycleParams,
+    degraded_share,
+    exchange_rate,
+)
 from traces.analytics import charts, selectors
-from traces.analytics.forms import AnalyticsFilterForm, WhatIfForm
+from traces.analytics.forms import AnalyticsFilterForm, ScenarioCompareForm, WhatIfForm
 from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_queue
 
 THEMES = [
@@ -32,6 +37,14 @@ THEMES = [
     ("analytics:what_if", "What-if calculator"),
 ]
 SEED_FALLBACK = CycleParams(65_588, 1_470, 4_382, 28)
+SEED_VALUES = {
+    "post_compaction_tokens": "65588",
+    "growth_per_step": "1470",
+    "summary_tokens": "4382",
+    "penalty_steps": "28",
+}
+# The seed's optimum (220k), the reconciled one (314k), §7.3's 577k and two either side.
+TABLE_THRESHOLDS = "150000, 220000, 314000, 577000, 900000"
 
 
 class AnalyticsPage(WorkspaceTemplateView):
@@ -204,7 +217,8 @@ class WhatIfPage(AnalyticsPage):
 
 def _what_if_context(request, context: dict) -> dict:
     """The calculator's form (prefilled with the measured values for the page's filters,
-    else seed 001's) and, when valid, the model it describes."""
+    else seed 001's), the scenario form (prefilled with seed 001 §8.1) and, when valid, the
+    model they describe, with L given, measured or the default 30."""
     measured = ((context["result"] or {}).get("cycle") or {}).get("params")
     base = CycleParams(**measured) if measured else SEED_FALLBACK
     initial = {
@@ -216,42 +230,65 @@ def _what_if_context(request, context: dict) -> dict:
         "tail_penalty_steps": round(base.penalty_steps / 2, 1),
         "compare_low": 232_000,
         "compare_high": 600_000,
+        "table_thresholds": TABLE_THRESHOLDS,
     }
     submitted = {k: v for k, v in request.GET.items() if k in WhatIfForm.base_fields}
     form = WhatIfForm({**{k: str(v) for k, v in initial.items()}, **submitted})
+    preset = ScenarioCompareForm.preset()
+    scenario_form = ScenarioCompareForm(
+        {**preset, **{k: v for k, v in request.GET.items() if k in preset}}
+    )
     filters_text = context["filters"].describe()
+    query = {**form.data, **scenario_form.data}
     extra = {
         "what_if": form,
+        "scenario_form": scenario_form,
+        # §8.1 on the seed's own S, D, SUMM and P, whatever the workspace measured; the
+        # rest as a fresh page. (The form is outside the redrawn region, so a link built
+        # from the values typed would hold those of the page's load.)
+        "preset_query": urlencode({**SEED_VALUES, **preset}),
         "prefilled_from": f"your workspace's measured values ({filters_text})"
         if measured
         else "seed 001's published values (no measured parameters yet)",
-        "what_if_query": urlencode({k: v for k, v in form.data.items() if v not in ("", None)}),
+        "what_if_query": urlencode({k: v for k, v in query.items() if v not in ("", None)}),
     }
     if form.is_valid():
-        extra.update(_what_if(form.cleaned_data))
+        disruption = selectors.cycle_disruption(
+            workspace=request.workspace,
+            filters=context["filters"],
+            given=form.cleaned_data.get("disruption_steps"),
+        )
+        scenarios = scenario_form.scenarios() if scenario_form.is_valid() else None
+        extra.update(_what_if(form.cleaned_data, disruption, scenarios))
     return extra
 
 
-def _what_if(data: dict) -> dict:
+def _what_if(data: dict, disruption: dict, scenarios) -> dict:
     marks = [v for v in (data.get("compare_low"), data.get("compare_high")) if v]
+    table = list(dict.fromkeys(data.get("table_thresholds") or []))
+    above = [t for t in table if t > data["post_compaction_tokens"]]
     try:
         result = selectors.what_if(
             post_compaction_tokens=data["post_compaction_tokens"],
             growth_per_step=data["growth_per_step"],
             summary_tokens=data["summary_tokens"],
             penalty_steps=data["penalty_steps"],
-            thresholds=[m for m in marks if m > data["post_compaction_tokens"]],
+            thresholds=list(
+                dict.fromkeys([*above, *(m for m in marks if m > data["post_compaction_tokens"])])
+            ),
             tail_tokens=data.get("tail_tokens"),
             tail_penalty_steps=data.get("tail_penalty_steps") or 0,
             compare=(data["compare_low"], data["compare_high"])
             if data.get("compare_low") and data.get("compare_high")
             else None,
             penalties=SENSITIVITY_PENALTIES,
+            disruption_steps=disruption["steps"],
         )
     except CycleInputError as exc:
         return {"what_if_error": f"{exc.field}: {exc}"}
     model, tail = result.model, result.tail
-    return {
+    by_threshold = {row.threshold: row.as_dict() for row in model.at_thresholds}
+    context = {
         "params": asdict(result.params),
         "model": model.as_dict(),
         "tail": tail,
@@ -263,7 +300,38 @@ def _what_if(data: dict) -> dict:
         "tail_ratio": (tail["model"]["optimum_cost_per_step"] / model.optimum_cost_per_step)
         if tail
         else None,
+        "disruption": disruption,
+        "cycle_rows": [by_threshold[t] for t in above],
+        "table_skipped": [t for t in table if t not in above],
+        "degraded_figure": charts.degraded_share(
+            _degraded_curve(result.params, disruption["steps"], model.as_dict()["curve"]),
+            [by_threshold[t] for t in above],
+            disruption,
+        ),
     }
+    if scenarios:
+        base = CycleParams(
+            data["post_compaction_tokens"],
+            data["growth_per_step"],
+            data["summary_tokens"],
+            data["penalty_steps"],
+        )
+        try:
+            rows = selectors.what_if_scenarios(base, scenarios, disruption["steps"])
+        except CycleInputError as exc:
+            context["scenario_error"] = str(exc)
+        else:
+            context["scenario_rows"] = rows
+            context["scenario_figure"] = charts.scenarios(rows)
+    return context
+
+
+def _degraded_curve(params: CycleParams, length: float, curve: list) -> list[tuple[float, float]]:
+    """The degraded share min(L, n)/n along the cost curve's thresholds (from S + D up)."""
+    lowest = params.post_compaction + params.growth_per_step
+    grid = [lowest, *(t for t, _ in curve if t > lowest)]
+    shares = degraded_share(grid, params, length)
+    return [(float(t), float(s)) for t, s in zip(grid, shares, strict=True)]
 
 
 def _curve_rows(params: dict, model: dict, tail: dict | None):
@@ -289,6 +357,20 @@ def _sensitivity_rows(rows: list[dict]):
         yield (r["penalty_steps"], r["optimum_threshold"], r["optimum_cost_per_step"], *r["within_10pct"], r["floor_threshold"])  # fmt: skip
 
 
+def _cycle_rows(context: dict):
+    params, length = context["params"], context["disruption"]["steps"]
+    for row in context["cycle_rows"]:
+        yield (row["threshold"], params["post_compaction"], params["growth_per_step"], params["penalty_steps"], length,
+               row["steps_per_cycle"], row["mean_window"], row["cost_per_step"], row["ratio"], row["degraded_share"])  # fmt: skip
+
+
+def _scenario_rows(context: dict):
+    for row in context["scenario_rows"]:
+        yield tuple(row[k] for k in SCENARIO_HEADER)
+
+
+CYCLE_HEADER = ["threshold", "S", "D", "P", "disruption_steps", "steps_per_cycle", "mean_window", "cost_per_step", "ratio_to_optimum", "degraded_share"]  # fmt: skip
+SCENARIO_HEADER = ["name", "threshold", "preserved_tail_tokens", "post_compaction_tokens", "penalty_steps", "disruption_steps", "steps_per_cycle", "mean_window", "cost_per_step", "cost_ratio_to_first", "saving_vs_first", "degraded_share"]  # fmt: skip
 CURVE_HEADER = ["scenario", "S", "D", "SUMM", "P", "threshold", "cost_per_step"]
 SENSITIVITY_HEADER = ["penalty_steps", "optimum_threshold", "optimum_cost_per_step", "within_10pct_low", "within_10pct_high", "floor_threshold"]  # fmt: skip
 # name -> (section of the cached result, CSV header, rows of that section)
@@ -311,6 +393,8 @@ CSV_TABLES = {
 WHAT_IF_CSV_TABLES = {
     "what-if-curve": ("model", CURVE_HEADER, lambda c: _curve_rows(c["params"], c["model"], c["tail"])),
     "what-if-sensitivity": ("sensitivity_rows", SENSITIVITY_HEADER, lambda c: _sensitivity_rows(c["sensitivity_rows"])),
+    "what-if-cycle": ("cycle_rows", CYCLE_HEADER, _cycle_rows),
+    "what-if-scenarios": ("scenario_rows", SCENARIO_HEADER, _scenario_rows),
 }  # fmt: skip
 
 

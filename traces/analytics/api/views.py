@@ -6,7 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.models import JobStatus, Role
-from traces.analysis.cycle import CycleInputError
+from traces.analysis.cycle import SECTION_8_1, CycleInputError, Scenario
 from traces.analytics import selectors
 from traces.analytics.api.serializers import (
     AnalyticsEnvelopeSerializer,
@@ -158,6 +158,13 @@ class AnalyticsSectionView(APIView):
         )
 
 
+PRESET_8_1 = ", ".join(
+    f'{{"name": "{s.name}", "threshold": {s.threshold:.0f}, "preserved_tail_tokens": '
+    f'{s.preserved_tail_tokens:.0f}, "penalty_steps": {s.penalty_steps:g}}}'
+    for s in SECTION_8_1
+)
+
+
 class CompactionCycleView(APIView):
     """The what-if calculator: the cycle model for given S, D, SUMM and P."""
 
@@ -167,12 +174,30 @@ class CompactionCycleView(APIView):
         request=CycleRequestSerializer,
         responses={200: CycleResponseSerializer},
         summary="Compaction cycle model",
+        description=(
+            "Seed 001 §5.1: f(T) = [n(S+T)/2 + (T + SUMM) + P·S]/(n − P), n = (T − S)/D, "
+            "tokens per productive step. Returns the optimum T*, the within-10% region, the "
+            "floor S + P·D and the curve; and at each of `thresholds`: f(T), f(T)/f(T*), the "
+            "steps per cycle n, the mean window over a cycle (S + T)/2, and the share of "
+            "steps inside the post-compaction degraded region, min(L, n)/n (seed 001 §7.3: "
+            "L = 30 gives 29% at 220k against 9% at 577k). L is `disruption_steps` if given, "
+            "else the workspace's measured `elevated_until_step` (the behaviour-after-"
+            "compaction analysis, unfiltered; `disruption` says which, with its n), else 30. "
+            "`preserved_tail_tokens` raises S by a tail kept verbatim (`penalty_steps` is then "
+            "the P with that tail). `scenarios` compares fixed policies, each with its own "
+            "threshold, tail and P, relative to the first; seed 001 §8.1 (P not given by the "
+            "seed; the measured 28 bare, half of it with the tail: 24.7% less, the seed's "
+            f"25%) is: [{PRESET_8_1}]. Bad input: 400 naming the field."
+        ),
     )
     def post(self, request):
         payload = CycleRequestSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
         try:
+            disruption = selectors.cycle_disruption(
+                workspace=request.workspace, given=data["disruption_steps"]
+            )
             result = selectors.what_if(
                 post_compaction_tokens=data["post_compaction_tokens"],
                 growth_per_step=data["growth_per_step"],
@@ -180,7 +205,18 @@ class CompactionCycleView(APIView):
                 penalty_steps=data["penalty_steps"],
                 thresholds=data["thresholds"],
                 points=data["points"],
+                preserved_tail_tokens=data["preserved_tail_tokens"],
+                disruption_steps=disruption["steps"],
+                scenarios=[Scenario(**row) for row in data.get("scenarios") or []],
             )
         except CycleInputError as exc:
             return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(result.model.as_dict())
+        return Response(
+            {
+                **result.model.as_dict(),
+                "post_compaction_tokens": result.params.post_compaction,
+                "preserved_tail_tokens": result.preserved_tail_tokens,
+                "disruption": disruption,
+                "scenarios": result.scenarios,
+            }
+        )
