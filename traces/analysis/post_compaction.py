@@ -76,6 +76,31 @@ def message_kind(text: str) -> str:
     return "operator"
 
 
+@dataclass(frozen=True)
+class TextFacts:
+    """What the section needs from a call's stored text (see `text_facts`)."""
+
+    prompt_kind: str  # "" without a prompt, else `message_kind` of it
+    operator_prompt: str | None  # the prompt, when a person typed it to the agent
+    tool_results: int  # tool results of the call's tool uses
+    tool_errors: int  # of which flagged is_error
+
+
+def text_facts(text: dict) -> TextFacts:
+    """The prompt's kind (and its text when an operator typed it) and the counts of tool
+    results and of is_error results, from a call's text as stored (the `prompt` and
+    `results` keys), so that the section need not read the text again."""
+    prompt = text.get("prompt")
+    kind = message_kind(prompt) if isinstance(prompt, str) and prompt.strip() else ""
+    results = [r for r in (text.get("results") or {}).values()]
+    return TextFacts(
+        kind,
+        prompt if kind == "operator" else None,
+        len(results),
+        sum(1 for r in results if r.get("is_error")),
+    )
+
+
 def normalise_phrases(phrases) -> list[str]:
     """Lower-cased, whitespace-collapsed, de-duplicated phrases in their given order."""
     seen: dict[str, None] = {}
@@ -92,19 +117,22 @@ class PhraseMatcher:
 
     def __init__(self, phrases):
         self.phrases = normalise_phrases(phrases)
-        self._patterns = [
-            re.compile(
-                ("(?<!\\w)" if p[0].isalnum() else "")
-                + r"\s+".join(re.escape(w) for w in p.split(" ")).replace("'", "['’]")
-                + ("(?!\\w)" if p[-1].isalnum() else ""),
-                re.IGNORECASE,
-            )
+        sources = [
+            ("(?<!\\w)" if p[0].isalnum() else "")
+            + r"\s+".join(re.escape(w) for w in p.split(" ")).replace("'", "['’]")
+            + ("(?!\\w)" if p[-1].isalnum() else "")
             for p in self.phrases
         ]
+        self._patterns = [re.compile(source, re.IGNORECASE) for source in sources]
+        # One pass over the text tells whether any phrase occurs; only then is the list
+        # walked in order, since the leftmost match need not be the first phrase listed.
+        self._any = re.compile("|".join(sources), re.IGNORECASE) if sources else None
 
     def match(self, text: str) -> tuple[str, str] | None:
         """(phrase, the text it matched) for the first phrase found, else None."""
         body = _REMINDER.sub("", text or "")
+        if self._any is None or self._any.search(body) is None:
+            return None
         for phrase, pattern in zip(self.phrases, self._patterns, strict=True):
             found = pattern.search(body)
             if found:

@@ -1,5 +1,7 @@
 """Reads for behaviour after compaction: the workspace's correction phrase list and the
-observations (operator messages, tool results) by step since the last compaction."""
+observations (operator messages, tool results) by step since the last compaction, from the
+facts stored with each call (`Call.prompt_kind`, `tool_results`, `tool_errors`) and the
+operator prompts (`OperatorPrompt`)."""
 
 from __future__ import annotations
 
@@ -16,19 +18,18 @@ from traces.analysis.post_compaction import (
     Corpus,
     Observations,
     PhraseMatcher,
-    message_kind,
 )
 from traces.analytics.models import CorrectionPhraseList
 from traces.analytics.selectors import (
     AnalyticsFilters,
     _call_level,
+    _columns,
     _runs_for_calls,
     selected_calls,
 )
-from traces.ingest.writes import decompress_text
-from traces.models import Call, CallText, Harness, Run
+from traces.models import Harness, OperatorPrompt, Run
 
-TEXT_CHUNK = 1000
+PROMPT_CHUNK = 10_000
 MAX_MATCHES = 2000  # correction messages kept in the cached result for audit
 EXCERPT_CHARS = 240
 HARNESSES_WITH_ERROR_FLAGS = {Harness.CLAUDE_CODE}  # Codex rollouts flag no tool result
@@ -58,7 +59,80 @@ def corpus_load(
     """The observations of main-thread runs that a full compaction started, up to step
     MAX_STEP: one per operator message (hit = a phrase matched) and one per tool result of
     a harness that flags errors (hit = is_error). Steps count every call of the run; the
-    filters then select which calls are observed."""
+    filters then select which calls are observed.
+
+    Reads the facts the loader stored with each call's text (`text_facts`: prompt kind and
+    tool result and error counts) and the operator prompts alone, never the texts."""
+    runs, calls = observed_calls(workspace=workspace, filters=filters)
+    if runs is None:
+        return _empty_corpus()
+    flags_errors = runs["id"][runs["harness"].isin(HARNESSES_WITH_ERROR_FLAGS)].to_numpy(np.int64)
+    with_results = calls[calls["run"].isin(flags_errors) & (calls["tool_results"] > 0)]
+    results = with_results["tool_results"].to_numpy(np.int64)
+    errors = with_results["tool_errors"].to_numpy(np.int64)
+    # Per call, its errors then its other results: only the counts matter to the rates.
+    first_of_call = np.repeat(np.cumsum(results) - results, results)
+    tool_hit = (np.arange(int(results.sum())) - first_of_call) < np.repeat(errors, results)
+    tool_results = Observations(
+        np.repeat(with_results["run"].to_numpy(np.int64), results),
+        np.repeat(with_results["step"].to_numpy(np.int64), results),
+        tool_hit,
+    )
+    kinds = calls["prompt_kind"]
+    excluded = {
+        str(kind): int(count)
+        for kind, count in sorted(
+            kinds[(kinds != "") & (kinds != "operator")].value_counts().items()
+        )
+    }
+    operator = calls[kinds == "operator"]
+    prompts = _operator_prompts(operator["id"].tolist())
+    labels = runs.set_index("id")[["trigger", "task_type"]].to_dict("index")
+    hits = np.zeros(len(operator), bool)
+    matches: list[dict] = []
+    for position, (call_id, run, step, session, session_index) in enumerate(
+        zip(
+            operator["id"].tolist(),
+            operator["run"].tolist(),
+            operator["step"].tolist(),
+            operator["session"].tolist(),
+            operator["session_index"].tolist(),
+            strict=True,
+        )
+    ):
+        prompt = prompts.get(call_id)
+        found = matcher.match(prompt) if prompt is not None else None
+        if found is None:
+            continue
+        hits[position] = True
+        if len(matches) < MAX_MATCHES:
+            matches.append(
+                _match_row(prompt, found, run, labels[run], session, session_index, step)
+            )
+    matches.sort(key=lambda m: (m["session"], m["call_index"]))
+    return Corpus(
+        Observations(operator["run"].to_numpy(np.int64), operator["step"].to_numpy(np.int64), hits),
+        tool_results,
+        {int(k): str(v) for k, v in zip(runs["id"], runs["task_type"], strict=True)},
+        {int(k): str(v) for k, v in zip(runs["id"], runs["trigger"], strict=True)},
+        matches,
+        excluded,
+        int(hits.sum()),
+    )
+
+
+def _empty_corpus() -> Corpus:
+    empty = Observations(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
+    return Corpus(empty, empty, {}, {})
+
+
+def observed_calls(
+    *, workspace: Workspace, filters: AnalyticsFilters
+) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """The runs a full compaction started on a main thread (id, agent, first, last,
+    task_type, trigger, session, harness, index) and the calls observed in them, in run
+    and step order (id, run, step, session, session_index and the stored text facts);
+    (None, None) without such runs."""
     runs = Run.objects.filter(
         workspace=workspace,
         started_by__isnull=False,
@@ -82,9 +156,8 @@ def corpus_load(
             "index",
         )
     )
-    empty = Observations(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
     if not rows:
-        return Corpus(empty, empty, {}, {})
+        return None, None
     frame = pd.DataFrame(
         rows,
         columns=[
@@ -100,11 +173,24 @@ def corpus_load(
         ],
     )
     calls = pd.DataFrame(
-        Call.objects.filter(workspace=workspace, agent_id__in=frame["agent"].unique().tolist())
-        .order_by()
-        .values_list("id", "agent_id", "session_index", "agent_index", "session_id"),
-        columns=["id", "agent", "session_index", "agent_index", "session"],
+        _columns(
+            "SELECT id, agent_id, session_index, agent_index, session_id, "
+            "NULLIF(prompt_kind, ''), tool_results, tool_errors FROM traces_call "
+            "WHERE workspace_id = %s AND agent_id = ANY(%s)",
+            [workspace.pk, [int(a) for a in frame["agent"].unique()]],
+            {
+                "id": np.int64,
+                "agent": np.int64,
+                "session_index": np.int64,
+                "agent_index": np.int64,
+                "session": np.int64,
+                "prompt_kind": str,
+                "tool_results": np.int64,
+                "tool_errors": np.int64,
+            },
+        )
     )
+    calls["prompt_kind"] = calls["prompt_kind"].fillna("")
     run_ids, _ = _runs_for_calls(
         calls["agent"].to_numpy(np.int64), calls["session_index"].to_numpy(np.int64), frame
     )
@@ -122,90 +208,34 @@ def corpus_load(
                 .values_list("id", flat=True)
             )
         calls = calls[calls["id"].isin(chosen)]
-    # A plain dict: a pandas lookup per call costs more than decompressing its text.
-    by_id = dict(
-        zip(
-            calls["id"].tolist(),
-            zip(
-                calls["run"].tolist(),
-                calls["step"].tolist(),
-                calls["session"].tolist(),
-                calls["session_index"].tolist(),
-                strict=True,
-            ),
-            strict=True,
+    return frame, calls
+
+
+def _operator_prompts(call_ids: list[int]) -> dict[int, str]:
+    prompts = {}
+    for start in range(0, len(call_ids), PROMPT_CHUNK):
+        prompts.update(
+            OperatorPrompt.objects.filter(
+                call_id__in=call_ids[start : start + PROMPT_CHUNK]
+            ).values_list("call_id", "text")
         )
-    )
-    run_info = frame.set_index("id")
-    flags_errors = {
-        int(r) for r, h in zip(frame["id"], frame["harness"], strict=True)
-        if h in HARNESSES_WITH_ERROR_FLAGS
-    }  # fmt: skip
-    corr_run, corr_step, corr_hit = [], [], []
-    tool_run, tool_step, tool_hit = [], [], []
-    matches: list[dict] = []
-    matched_total = 0
-    excluded: dict[str, int] = {}
-    ids = list(by_id)
-    for start in range(0, len(ids), TEXT_CHUNK):
-        chunk = ids[start : start + TEXT_CHUNK]
-        for call_id, data in CallText.objects.filter(call_id__in=chunk).values_list(
-            "call_id", "data"
-        ):
-            text = decompress_text(data)
-            run, step, session, session_index = by_id[call_id]
-            prompt = text.get("prompt")
-            if isinstance(prompt, str) and prompt.strip():
-                kind = message_kind(prompt)
-                if kind != "operator":
-                    excluded[kind] = excluded.get(kind, 0) + 1
-                else:
-                    found = matcher.match(prompt)
-                    corr_run.append(run)
-                    corr_step.append(step)
-                    corr_hit.append(found is not None)
-                    if found is not None:
-                        matched_total += 1
-                        if len(matches) < MAX_MATCHES:
-                            matches.append(
-                                _match_row(
-                                    prompt, found, run_info.loc[run], session, session_index, step
-                                )
-                            )
-            if run in flags_errors:
-                for result in (text.get("results") or {}).values():
-                    tool_run.append(run)
-                    tool_step.append(step)
-                    tool_hit.append(bool(result.get("is_error")))
-    matches.sort(key=lambda m: (m["session"], m["call_index"]))
-
-    def obs(r, s, h):
-        return Observations(np.array(r, np.int64), np.array(s, np.int64), np.array(h, bool))
-
-    corpus = Corpus(
-        obs(corr_run, corr_step, corr_hit),
-        obs(tool_run, tool_step, tool_hit),
-        {int(k): str(v) for k, v in zip(frame["id"], frame["task_type"], strict=True)},
-        {int(k): str(v) for k, v in zip(frame["id"], frame["trigger"], strict=True)},
-        matches,
-        excluded,
-        matched_total,
-    )
-    return corpus
+    return prompts
 
 
-def _match_row(prompt: str, found: tuple[str, str], run, session, session_index, step) -> dict:
+def _match_row(
+    prompt: str, found: tuple[str, str], run: int, labels: dict, session, session_index, step
+) -> dict:
     phrase, matched = found
     at = prompt.lower().find(matched.lower())
     lo = max(0, at - EXCERPT_CHARS // 2)
     excerpt = prompt[lo : lo + EXCERPT_CHARS]
     return {
         "session": int(session),
-        "run": int(run.name),
+        "run": int(run),
         "call_index": int(session_index),
         "step": int(step),
-        "trigger": str(run["trigger"]),
-        "task_type": str(run["task_type"]),
+        "trigger": str(labels["trigger"]),
+        "task_type": str(labels["task_type"]),
         "phrase": phrase,
         "matched": matched,
         "excerpt": ("…" if lo else "")
