@@ -111,32 +111,53 @@ def normalise_phrases(phrases) -> list[str]:
     return list(seen)
 
 
+# Characters outside ASCII that re.IGNORECASE equates with an ASCII letter. With
+# str.lower() they fold a text so that each ASCII piece of a phrase is a plain substring
+# of it wherever the phrase's pattern matches (a test re-derives the table).
+_ASCII_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+def _literal_keys(phrase: str) -> tuple[str, ...]:
+    """The pieces of a (lower-case) phrase between its spaces and apostrophes (which the
+    pattern matches loosely) that are pure ASCII: every text the phrase matches holds each,
+    once folded. Pieces with other characters are left out (they only narrow less)."""
+    pieces = {piece for piece in re.split(r"[\s']+", phrase) if piece and piece.isascii()}
+    return tuple(sorted(pieces, key=lambda piece: (-len(piece), piece)))  # longest first
+
+
 class PhraseMatcher:
     """Case-insensitive phrase matching on word boundaries; the first phrase of the list
     that occurs is the one reported."""
 
     def __init__(self, phrases):
         self.phrases = normalise_phrases(phrases)
-        sources = [
-            ("(?<!\\w)" if p[0].isalnum() else "")
-            + r"\s+".join(re.escape(w) for w in p.split(" ")).replace("'", "['’]")
-            + ("(?!\\w)" if p[-1].isalnum() else "")
+        self._patterns = [
+            re.compile(
+                ("(?<!\\w)" if p[0].isalnum() else "")
+                + r"\s+".join(re.escape(w) for w in p.split(" ")).replace("'", "['’]")
+                + ("(?!\\w)" if p[-1].isalnum() else ""),
+                re.IGNORECASE,
+            )
             for p in self.phrases
         ]
-        self._patterns = [re.compile(source, re.IGNORECASE) for source in sources]
-        # One pass over the text tells whether any phrase occurs; only then is the list
-        # walked in order, since the leftmost match need not be the first phrase listed.
-        self._any = re.compile("|".join(sources), re.IGNORECASE) if sources else None
+        # A phrase's pattern is searched only in a text holding all its pieces: substring
+        # tests cost far less than a case-insensitive search with look-arounds.
+        self._keys = [_literal_keys(p) for p in self.phrases]
 
     def match(self, text: str) -> tuple[str, str] | None:
         """(phrase, the text it matched) for the first phrase found, else None."""
-        body = _REMINDER.sub("", text or "")
-        if self._any is None or self._any.search(body) is None:
-            return None
-        for phrase, pattern in zip(self.phrases, self._patterns, strict=True):
-            found = pattern.search(body)
-            if found:
-                return phrase, found.group(0)
+        body = text or ""
+        if "<" in body:  # a system reminder starts with one
+            body = _REMINDER.sub("", body)
+        folded = body.lower() if body.isascii() else body.translate(_ASCII_FOLD).lower()
+        for phrase, pieces, pattern in zip(self.phrases, self._keys, self._patterns, strict=True):
+            for piece in pieces:
+                if piece not in folded:
+                    break
+            else:
+                found = pattern.search(body)
+                if found:
+                    return phrase, found.group(0)
         return None
 
 

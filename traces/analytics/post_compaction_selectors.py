@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from django.db import connection
 
 from governance.models import Workspace
 from traces.analysis.post_compaction import (
@@ -27,9 +28,9 @@ from traces.analytics.selectors import (
     _runs_for_calls,
     selected_calls,
 )
-from traces.models import Harness, OperatorPrompt, Run
+from traces.models import Harness, Run
 
-PROMPT_CHUNK = 10_000
+PROMPT_CHUNK = 100_000
 MAX_MATCHES = 2000  # correction messages kept in the cached result for audit
 EXCERPT_CHARS = 240
 HARNESSES_WITH_ERROR_FLAGS = {Harness.CLAUDE_CODE}  # Codex rollouts flag no tool result
@@ -212,13 +213,16 @@ def observed_calls(
 
 
 def _operator_prompts(call_ids: list[int]) -> dict[int, str]:
+    # One array parameter per chunk: an IN list of thousands of placeholders costs more
+    # to build than the rows take to read.
     prompts = {}
-    for start in range(0, len(call_ids), PROMPT_CHUNK):
-        prompts.update(
-            OperatorPrompt.objects.filter(
-                call_id__in=call_ids[start : start + PROMPT_CHUNK]
-            ).values_list("call_id", "text")
-        )
+    with connection.cursor() as cursor:
+        for start in range(0, len(call_ids), PROMPT_CHUNK):
+            cursor.execute(
+                "SELECT call_id, text FROM traces_operatorprompt WHERE call_id = ANY(%s)",
+                [call_ids[start : start + PROMPT_CHUNK]],
+            )
+            prompts.update(cursor.fetchall())
     return prompts
 
 
