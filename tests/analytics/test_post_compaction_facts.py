@@ -243,3 +243,32 @@ def test_matcher_agrees_with_trying_every_phrase_in_order():
         assert matcher.match(text) == expected, text
         hits += expected is not None
     assert 400 < hits < 3600
+
+
+def test_facts_follow_a_call_merged_with_a_later_line(workspace):
+    """A later line of a stored call (another file of the session) that wins the streaming
+    rule merges its text into the stored one: the facts are those of the merged text."""
+    base = {"sessionId": "00000000-0000-4000-8000-00000000abcd", "version": "2.1.89",
+            "cwd": "/w", "userType": "external", "isSidechain": False}  # fmt: skip
+
+    def assistant(uuid, output):
+        return {**base, "type": "assistant", "uuid": uuid, "timestamp": "2026-03-02T09:00:05.000Z",
+                "requestId": "req_1", "message": {
+                    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                    "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}],
+                    "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
+                              "cache_read_input_tokens": 1000, "output_tokens": output}}}  # fmt: skip
+
+    prompt = {**base, "type": "user", "uuid": "u0", "timestamp": "2026-03-02T09:00:00.000Z",
+              "message": {"role": "user", "content": "You forgot the tests."}}  # fmt: skip
+    result = {**base, "type": "user", "uuid": "u3", "timestamp": "2026-03-02T09:00:09.000Z",
+              "message": {"role": "user", "content": [
+                  {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Error", "is_error": True}]}}  # fmt: skip
+    for name, lines in (("a.jsonl", [prompt, assistant("u1", 1)]),
+                        ("b.jsonl", [assistant("u2", 80), result])):  # fmt: skip
+        ingest_bytes(workspace=workspace, name=name, source="demo", refresh_analytics=False,
+                     data=b"\n".join(json.dumps(line).encode() for line in lines) + b"\n")  # fmt: skip
+    call = Call.objects.get(workspace=workspace)
+    assert call.output_tokens == 80
+    assert stored_facts(workspace) == decompressed_facts(workspace)
+    assert stored_facts(workspace)[call.pk] == ("operator", "You forgot the tests.", 1, 1)

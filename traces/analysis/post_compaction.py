@@ -58,6 +58,9 @@ _INTERRUPT_PREFIX = "[request interrupted by user"
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL | re.IGNORECASE)
 
 
+PROMPT_KINDS = ("", "operator", "command", "meta", "summary", "interrupt", "empty")
+
+
 def message_kind(text: str) -> str:
     """`operator` for text a person typed to the agent; otherwise `command`, `meta`,
     `summary`, `interrupt` or `empty` (none of which are counted)."""
