@@ -292,6 +292,34 @@ def section(workspace, loader) -> tuple[dict, float, float]:
     return result, loaded, time.perf_counter() - begin
 
 
+def stages(workspace) -> dict[str, float]:
+    """Seconds of the new loader's parts, once, on a new connection."""
+    from django.db import connection
+
+    from traces.analysis.post_compaction import PhraseMatcher
+    from traces.analytics.post_compaction_selectors import (
+        _operator_prompts,
+        observed_calls,
+        phrase_list_current,
+    )
+    from traces.analytics.selectors import AnalyticsFilters
+
+    connection.close()
+    times = {}
+    begin = time.perf_counter()
+    runs, calls = observed_calls(workspace=workspace, filters=AnalyticsFilters())
+    times[f"{len(calls):,} observed calls and their runs"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    prompts = _operator_prompts(workspace.pk, [int(a) for a in runs["agent"].unique()])
+    times[f"{len(prompts):,} operator prompts"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    matcher = PhraseMatcher(phrase_list_current(workspace=workspace).phrases)
+    for prompt in prompts.values():
+        matcher.match(prompt)
+    times["phrase matching"] = time.perf_counter() - begin
+    return times
+
+
 def comparable(result: dict) -> dict:
     """The section without its audit rows when the cap cut them: which 2000 of more
     matches the old loader kept depended on the database's order within a chunk."""
@@ -369,7 +397,7 @@ def main() -> None:
                 assert comparable(fresh[0]) == comparable(baseline[0]), f"{name}: results differ"
                 log(f"{name} run {attempt + 1}: old {baseline[2]:.2f} s")
         result = fresh[0]
-        rows.append((name, built, result, new, old))
+        rows.append((name, built, result, new, old, stages(workspace)))
 
     def median(samples, k):
         return statistics.median(s[k] for s in samples)
@@ -378,7 +406,7 @@ def main() -> None:
         "| Shape | Corpus | Observed | New: load / total, median s | Old (decompressing): load / total, median s | Old ÷ new (total) |",
         "|---|---|---|---:|---:|---:|",
     ]
-    for name, built, result, new, old in rows:
+    for name, built, result, new, old, _ in rows:
         total_new, total_old = median(new, 1), median(old, 1)
         mark = "**" if total_new < TARGET_S else ""
         table.append(
@@ -406,6 +434,14 @@ def main() -> None:
             f"Target: < {TARGET_S:.0f} s at 1M calls, cold.",
             "",
             *table,
+            "",
+            "Where the new loader's time goes (one more run of each part):",
+            "",
+            *[
+                f"- {name}: "
+                + ", ".join(f"{part} {seconds:.2f} s" for part, seconds in parts.items())
+                for name, _, _, _, _, parts in rows
+            ],
         ]
     )
     write_section(

@@ -30,7 +30,6 @@ from traces.analytics.selectors import (
 )
 from traces.models import Harness, Run
 
-PROMPT_CHUNK = 100_000
 MAX_MATCHES = 2000  # correction messages kept in the cached result for audit
 EXCERPT_CHARS = 240
 HARNESSES_WITH_ERROR_FLAGS = {Harness.CLAUDE_CODE}  # Codex rollouts flag no tool result
@@ -87,8 +86,13 @@ def corpus_load(
         )
     }
     operator = calls[kinds == "operator"]
-    prompts = _operator_prompts(operator["id"].tolist())
-    labels = runs.set_index("id")[["trigger", "task_type"]].to_dict("index")
+    prompts = _operator_prompts(workspace.pk, [int(a) for a in runs["agent"].unique()])
+    labels = {
+        int(run): {"trigger": trigger, "task_type": task_type}
+        for run, trigger, task_type in zip(
+            runs["id"].tolist(), runs["trigger"].tolist(), runs["task_type"].tolist(), strict=True
+        )
+    }
     hits = np.zeros(len(operator), bool)
     matches: list[dict] = []
     for position, (call_id, run, step, session, session_index) in enumerate(
@@ -242,15 +246,17 @@ def _packed_calls(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
     return frame
 
 
-def _operator_prompts(call_ids: list[int]) -> dict[int, str]:
-    # One array parameter per chunk: an IN list of thousands of placeholders costs more
-    # to build than the rows take to read.
+def _operator_prompts(workspace_pk: int, agents: list[int]) -> dict[int, str]:
+    """The operator prompts of the agents' calls, by call id (steps past MAX_STEP too: the
+    agents' list is a far smaller parameter than the observed calls' ids)."""
     prompts = {}
     with connection.cursor() as cursor:
-        for start in range(0, len(call_ids), PROMPT_CHUNK):
+        for start in range(0, len(agents), PACKED_AGENTS):
             cursor.execute(
-                "SELECT call_id, text FROM traces_operatorprompt WHERE call_id = ANY(%s)",
-                [call_ids[start : start + PROMPT_CHUNK]],
+                "SELECT p.call_id, p.text FROM traces_operatorprompt p "
+                "JOIN traces_call c ON c.id = p.call_id "
+                "WHERE c.workspace_id = %s AND c.agent_id = ANY(%s) AND c.prompt_kind = %s",
+                [workspace_pk, agents[start : start + PACKED_AGENTS], "operator"],
             )
             prompts.update(cursor.fetchall())
     return prompts
