@@ -37,8 +37,19 @@ def setup_database() -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True)
 
 
-def generate(workspace, target_calls: int, seed: int = 1) -> dict:
-    """Agents of lognormal length whose context grows as D(C) ∝ C^(2−2.55), compacting at ~180k."""
+def generate(
+    workspace,
+    target_calls: int,
+    seed: int = 1,
+    *,
+    compact_at: int = 180_000,
+    post_compaction: tuple[int, int] = (52_000, 68_000),
+    main_every: int = 4,
+    prefix: str = "bench",
+) -> dict:
+    """Agents of lognormal length whose context grows as D(C) ∝ C^(2−2.55), compacting at
+    `compact_at` (~180k) back to `post_compaction`; one agent in `main_every` is a main
+    thread."""
     from django.db import connection
 
     from traces.models import Session
@@ -54,14 +65,14 @@ def generate(workspace, target_calls: int, seed: int = 1) -> dict:
             Session(
                 workspace=workspace,
                 harness="claude-code",
-                external_id=f"bench-{s:06d}",
+                external_id=f"{prefix}-{s:06d}",
                 project=f"/repo/p{s % 7}",
                 call_count=0,
             )
         )
     Session.objects.bulk_create(sessions, batch_size=2000)
     session_ids = list(
-        Session.objects.filter(workspace=workspace, external_id__startswith="bench-")
+        Session.objects.filter(workspace=workspace, external_id__startswith=f"{prefix}-")
         .order_by("id")
         .values_list("id", flat=True)
     )
@@ -77,7 +88,7 @@ def generate(workspace, target_calls: int, seed: int = 1) -> dict:
         agent_id += 1
         n = int(min(max(rng.lognormal(5.5, 0.8), 20), 3000))
         n = min(n, target_calls - calls)
-        kind = "main" if agent_id % 4 == 1 else "subagent"
+        kind = "main" if agent_id % main_every == 1 % main_every else "subagent"
         context = np.empty(n)
         run_index = np.empty(n, dtype=np.int64)
         c = (
@@ -98,8 +109,8 @@ def generate(workspace, target_calls: int, seed: int = 1) -> dict:
             )
             rediscovery = max(0, rediscovery - 1)
             c += growth
-            if c > 180_000 and i + 1 < n:
-                post = rng.uniform(52_000, 68_000)
+            if c > compact_at and i + 1 < n:
+                post = rng.uniform(*post_compaction)
                 agent_compactions.append((i + 1, c, post))
                 c = post
                 r += 1

@@ -313,6 +313,23 @@ class Call(WorkspaceOwned):
         related_name="+",
         help_text="Where the call was read from (informational; not enforced).",
     )
+    # Facts of the stored text (`traces.analysis.post_compaction.text_facts`), written with
+    # it, so that behaviour after compaction reads no text. Database defaults keep raw
+    # COPYs that name only the other columns valid.
+    prompt_kind = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Kind of the prompt that started the call ('' without one): operator, "
+        "command, meta, summary or interrupt.",
+    )
+    tool_results = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Tool results returned for the call's tool uses."
+    )
+    tool_errors = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="Of those, results flagged is_error."
+    )
 
     class Meta:
         ordering = ["session_id", "session_index"]
@@ -349,6 +366,24 @@ class CallText(models.Model):
 
     def __str__(self) -> str:
         return f"text of call {self.call_id}"
+
+
+class OperatorPrompt(models.Model):
+    """The prompt of a call when a person typed it to the agent (`prompt_kind` operator),
+    copied from its text: correction phrases are matched on these rows alone."""
+
+    # Written with its call's text; no per-row foreign-key check (see Call).
+    call = models.OneToOneField(
+        Call,
+        primary_key=True,
+        on_delete=models.CASCADE,
+        related_name="operator_prompt",
+        db_constraint=False,
+    )
+    text = models.TextField()
+
+    def __str__(self) -> str:
+        return f"operator prompt of call {self.call_id}"
 
 
 class CompactionTrigger(models.TextChoices):

@@ -12,6 +12,7 @@ AFTER = [("traces", "0007_ingest_links")]
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("latest_schema")
 def test_backfill_links_files_jobs_and_stamps_sessions():
     executor = MigrationExecutor(connection)
     executor.migrate(BEFORE)

@@ -58,6 +58,9 @@ _INTERRUPT_PREFIX = "[request interrupted by user"
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL | re.IGNORECASE)
 
 
+PROMPT_KINDS = ("", "operator", "command", "meta", "summary", "interrupt", "empty")
+
+
 def message_kind(text: str) -> str:
     """`operator` for text a person typed to the agent; otherwise `command`, `meta`,
     `summary`, `interrupt` or `empty` (none of which are counted)."""
@@ -76,6 +79,31 @@ def message_kind(text: str) -> str:
     return "operator"
 
 
+@dataclass(frozen=True)
+class TextFacts:
+    """What the section needs from a call's stored text (see `text_facts`)."""
+
+    prompt_kind: str  # "" without a prompt, else `message_kind` of it
+    operator_prompt: str | None  # the prompt, when a person typed it to the agent
+    tool_results: int  # tool results of the call's tool uses
+    tool_errors: int  # of which flagged is_error
+
+
+def text_facts(text: dict) -> TextFacts:
+    """The prompt's kind (and its text when an operator typed it) and the counts of tool
+    results and of is_error results, from a call's text as stored (the `prompt` and
+    `results` keys), so that the section need not read the text again."""
+    prompt = text.get("prompt")
+    kind = message_kind(prompt) if isinstance(prompt, str) and prompt.strip() else ""
+    results = [r for r in (text.get("results") or {}).values()]
+    return TextFacts(
+        kind,
+        prompt if kind == "operator" else None,
+        len(results),
+        sum(1 for r in results if r.get("is_error")),
+    )
+
+
 def normalise_phrases(phrases) -> list[str]:
     """Lower-cased, whitespace-collapsed, de-duplicated phrases in their given order."""
     seen: dict[str, None] = {}
@@ -84,6 +112,20 @@ def normalise_phrases(phrases) -> list[str]:
         if cleaned:
             seen.setdefault(cleaned, None)
     return list(seen)
+
+
+# Characters outside ASCII that re.IGNORECASE equates with an ASCII letter. With
+# str.lower() they fold a text so that each ASCII piece of a phrase is a plain substring
+# of it wherever the phrase's pattern matches (a test re-derives the table).
+_ASCII_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+def _literal_keys(phrase: str) -> tuple[str, ...]:
+    """The pieces of a (lower-case) phrase between its spaces and apostrophes (which the
+    pattern matches loosely) that are pure ASCII: every text the phrase matches holds each,
+    once folded. Pieces with other characters are left out (they only narrow less)."""
+    pieces = {piece for piece in re.split(r"[\s']+", phrase) if piece and piece.isascii()}
+    return tuple(sorted(pieces, key=lambda piece: (-len(piece), piece)))  # longest first
 
 
 class PhraseMatcher:
@@ -101,14 +143,24 @@ class PhraseMatcher:
             )
             for p in self.phrases
         ]
+        # A phrase's pattern is searched only in a text holding all its pieces: substring
+        # tests cost far less than a case-insensitive search with look-arounds.
+        self._keys = [_literal_keys(p) for p in self.phrases]
 
     def match(self, text: str) -> tuple[str, str] | None:
         """(phrase, the text it matched) for the first phrase found, else None."""
-        body = _REMINDER.sub("", text or "")
-        for phrase, pattern in zip(self.phrases, self._patterns, strict=True):
-            found = pattern.search(body)
-            if found:
-                return phrase, found.group(0)
+        body = text or ""
+        if "<" in body:  # a system reminder starts with one
+            body = _REMINDER.sub("", body)
+        folded = body.lower() if body.isascii() else body.translate(_ASCII_FOLD).lower()
+        for phrase, pieces, pattern in zip(self.phrases, self._keys, self._patterns, strict=True):
+            for piece in pieces:
+                if piece not in folded:
+                    break
+            else:
+                found = pattern.search(body)
+                if found:
+                    return phrase, found.group(0)
         return None
 
 

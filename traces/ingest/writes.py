@@ -8,24 +8,32 @@ import orjson
 import zstandard
 from django.db import IntegrityError, connection, transaction
 
+from traces.analysis.post_compaction import text_facts
 from traces.formats.records import (
     CompactionRecord,
     SessionInfo,
 )
 from traces.formats.tools import tool_use_signatures
-from traces.models import Call, CallText, Compaction, Session
+from traces.ingest.text_facts import (
+    FACT_COLUMNS,
+    FACT_TYPES,
+    fact_fields,
+    fact_values,
+    write_operator_prompts,
+)
+from traces.models import Call, CallText, Compaction, OperatorPrompt, Session
 
 TEXT_COMPRESSOR_LEVEL = 3
 CALL_COLUMNS = (
     "workspace_id", "session_id", "agent_id", "key", "session_index", "agent_index", "timestamp",
     "model", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens",
     "reasoning_tokens", "context_tokens", "is_sidechain", "tool_names", "touches", "source_line",
-    "source_file_id",
+    "source_file_id", *FACT_COLUMNS,
 )  # fmt: skip
 # PostgreSQL types of CALL_COLUMNS, for binary COPY (varchar columns take text).
 CALL_TYPES = (
     "int8", "int8", "int8", "text", "int4", "int4", "timestamptz", "text", "int8", "int8", "int8",
-    "int8", "int8", "int8", "bool", "text", "text", "int4", "int8",
+    "int8", "int8", "int8", "bool", "text", "text", "int4", "int8", *FACT_TYPES,
 )  # fmt: skip
 TEXT_TYPES = ("int8", "bytea")
 # `kept_line_wins` in SQL, for a call already stored (`traces_call`) and a new line of it
@@ -43,7 +51,7 @@ KEPT_LINE_RULE = (
 UPDATED_ON_CONFLICT = (
     "model", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens",
     "reasoning_tokens", "context_tokens", "is_sidechain", "tool_names", "touches", "source_line",
-    "source_file_id",
+    "source_file_id", *FACT_COLUMNS,
 )  # fmt: skip
 
 
@@ -105,6 +113,7 @@ class BatchWriter:
                         else "",
                         record.line or None,
                         record.source_file_id,
+                        *fact_values(text_facts(record.text)),
                     )
                 )
                 texts[(session_pk, key)] = record.text
@@ -178,6 +187,11 @@ class BatchWriter:
                         copy.set_types(TEXT_TYPES)
                         for pk, row in zip(ids, rows, strict=True):
                             copy.write_row((pk, compress(orjson.dumps(texts[(row[1], row[3])]))))
+                    write_operator_prompts(
+                        _operator_prompts(
+                            (pk, texts[(row[1], row[3])]) for pk, row in zip(ids, rows, strict=True)
+                        )
+                    )
             except (IntegrityError, UniqueViolation):  # the raw COPY raises psycopg's own error
                 self._new_sessions -= {row[1] for row in rows}
                 inserted, updated = self._upsert_calls_copy(rows)
@@ -269,6 +283,7 @@ class BatchWriter:
             CallText.objects.bulk_create(
                 [CallText(call_id=pk, data=data) for pk, data in new_rows], batch_size=500
             )
+        write_operator_prompts(_operator_prompts((pk, texts[key]) for key, pk in inserted))
         if updated:
             self._merge_stored_texts([(key, pk) for key, pk, _ in updated], texts)
 
@@ -311,6 +326,13 @@ class BatchWriter:
             CallText.objects.update_or_create(
                 call_id=pk, defaults={"data": compress(orjson.dumps(text))}
             )
+            # The facts follow the merged text, whichever line's columns the call kept.
+            facts = text_facts(text)
+            Call.objects.filter(pk=pk).update(**fact_fields(facts))
+            if facts.operator_prompt is None:
+                OperatorPrompt.objects.filter(call_id=pk).delete()
+            else:
+                write_operator_prompts([(pk, facts.operator_prompt)], replace=True)
 
     def _upsert_compactions(self, compactions: list[CompactionRecord]) -> None:
         objects = {}
@@ -370,6 +392,16 @@ def _replaces_stored(row: tuple, stored: tuple) -> bool:
     if row[11] != stored[5]:
         return row[11] > stored[5]
     return (row[8], row[9], row[10], row[7]) != (stored[2], stored[3], stored[4], stored[7])
+
+
+def _operator_prompts(texts) -> list[tuple[int, str]]:
+    """(call id, prompt) for the (call id, text) pairs whose prompt an operator typed."""
+    rows = []
+    for pk, text in texts:
+        prompt = text_facts(text).operator_prompt
+        if prompt is not None:
+            rows.append((pk, prompt))
+    return rows
 
 
 def tool_columns(blocks: list[dict]) -> tuple[str, str]:
