@@ -4,6 +4,8 @@ elsewhere), keeping the line the streaming rule keeps."""
 
 from __future__ import annotations
 
+import threading
+
 import orjson
 import zstandard
 from django.db import IntegrityError, connection, transaction
@@ -511,5 +513,13 @@ def _apply_session_info(session_pk: int, info: SessionInfo) -> None:
         Session.objects.filter(pk=session_pk).update(**updates)
 
 
+_DECOMPRESSORS = threading.local()  # a ZstdDecompressor may not be shared between threads
+
+
 def decompress_text(data: bytes | memoryview) -> dict:
-    return orjson.loads(zstandard.ZstdDecompressor().decompress(bytes(data)))
+    """A call's stored text. The decompressor is reused: making one costs more than most
+    texts take to decompress."""
+    decompressor = getattr(_DECOMPRESSORS, "zstd", None)
+    if decompressor is None:
+        decompressor = _DECOMPRESSORS.zstd = zstandard.ZstdDecompressor()
+    return orjson.loads(decompressor.decompress(bytes(data)))
