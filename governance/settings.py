@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "traces",
     "traces.analytics",
     "traces.annotations",
+    "traces.pricing",
     "qualification",
     "qualification.contextfiles",
     "specs",
