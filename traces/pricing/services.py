@@ -59,10 +59,10 @@ def _clean_price(raw: dict, where: str) -> dict:
         {normalise_model(str(a)) for a in aliases if normalise_model(str(a))} - {model}
     )
     values = {"model": model, "aliases": aliases}
-    for name, field in RATES.items():
+    for name in RATES:
         if raw.get(name) in (None, ""):
             raise InputError(f"{where}.{name}: a rate is required (dollars per million tokens)")
-        values[field] = _rate(raw[name], f"{where}.{name}")
+        values[name] = _rate(raw[name], f"{where}.{name}")
     as_of = raw.get("as_of")
     if isinstance(as_of, str):
         try:
@@ -94,7 +94,9 @@ def _changes(before: list[dict], after: list[dict]) -> dict:
     new = {row["model"]: row for row in after}
 
     def comparable(row):
-        return {k: (str(v) if isinstance(v, Decimal | date) else v) for k, v in row.items()}
+        return {
+            k: format(v.normalize(), "f") if isinstance(v, Decimal) else v for k, v in row.items()
+        }
 
     return {
         "added": sorted(set(new) - set(old)),
@@ -140,7 +142,12 @@ def price_table_version_create(
             created_by=user if getattr(user, "pk", None) else None,
         )
         ModelPrice.objects.bulk_create(
-            ModelPrice(workspace=workspace, version=version, **row) for row in rows
+            ModelPrice(
+                workspace=workspace,
+                version=version,
+                **{RATES.get(key, key): value for key, value in row.items()},
+            )
+            for row in rows
         )
         audit_record(
             workspace=workspace,
