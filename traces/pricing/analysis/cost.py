@@ -198,6 +198,7 @@ def summarise(groups: list[UsageGroup], table: PriceTable | None) -> CostSummary
         table_version=table.version if table else None,
     )  # fmt: skip
     merged: dict[str, ModelCost] = {}
+    unpriced: dict[str, int] = {}
     for group in groups:
         summary.calls += group.calls
         tokens = sum(getattr(group.usage, name) for name in RATE_FIELDS)
@@ -205,8 +206,7 @@ def summarise(groups: list[UsageGroup], table: PriceTable | None) -> CostSummary
             model=group.model, usage=group.usage, table=table, telemetry_usd=group.telemetry_usd
         )
         if cost.usd is None:
-            if group.model not in summary.unpriced_models:
-                summary.unpriced_models.append(group.model)
+            unpriced[group.model] = unpriced.get(group.model, 0) + group.calls
         else:
             summary.usd += cost.usd
             summary.priced_calls += group.calls
@@ -232,6 +232,8 @@ def summarise(groups: list[UsageGroup], table: PriceTable | None) -> CostSummary
         if cost.source not in row.source.split(" + "):
             row.source = f"{row.source} + {cost.source}"
         row.priced_as = row.priced_as or (price.model if price else "")
+    # The model with the most unpriced calls first: it is the one worth pricing.
+    summary.unpriced_models = sorted(unpriced, key=lambda m: (-unpriced[m], m))
     summary.by_model = sorted(
         merged.values(), key=lambda m: (m.usd is None, -(m.usd or 0), m.model)
     )
