@@ -14,7 +14,7 @@ CALLS = (
 )
 
 
-def ingest_calls(workspace, calls=CALLS, *, session="sess-price") -> Session:
+def ingest_calls(workspace, calls=CALLS, *, session="sess-price", analytics=False) -> Session:
     lines = [
         claude_assistant(
             msg,
@@ -34,7 +34,7 @@ def ingest_calls(workspace, calls=CALLS, *, session="sess-price") -> Session:
         name=f"{session}.jsonl",
         data=("\n".join(lines) + "\n").encode(),
         source="demo",
-        refresh_analytics=False,
+        refresh_analytics=analytics,
     )
     return Session.objects.get(workspace=workspace, external_id=session)
 

@@ -35,10 +35,17 @@ def test_an_editor_saves_versions_and_anyone_reads_them(api_for, members):
         format="json",
     )  # fmt: skip
     assert second.status_code == 201
-    assert second.json()["changes"] == {"added": ["gpt-5"], "removed": [], "changed": ["claude-sonnet-4-5"]}
+    assert second.json()["changes"] == {
+        "added": ["gpt-5"],
+        "removed": [],
+        "changed": ["claude-sonnet-4-5"],
+    }
     viewer = api_for("viewer")
     current = viewer.get("/api/v1/prices/").json()
-    assert current["number"] == 2 and [p["model"] for p in current["prices"]] == ["claude-sonnet-4-5", "gpt-5"]
+    assert current["number"] == 2 and [p["model"] for p in current["prices"]] == [
+        "claude-sonnet-4-5",
+        "gpt-5",
+    ]
     versions = viewer.get("/api/v1/prices/versions/").json()["results"]
     assert [(v["number"], v["price_count"]) for v in versions] == [(2, 2), (1, 1)]
     old = viewer.get(f"/api/v1/prices/{body['id']}/").json()
@@ -50,10 +57,15 @@ def test_an_editor_saves_versions_and_anyone_reads_them(api_for, members):
 def test_bad_input_names_the_row_and_field(api_for):
     editor = api_for("editor")
     response = editor.post(
-        "/api/v1/prices/", {"prices": [ROW, {**ROW, "model": "gpt-5", "output": "-2"}]}, format="json"
+        "/api/v1/prices/",
+        {"prices": [ROW, {**ROW, "model": "gpt-5", "output": "-2"}]},
+        format="json",
     )
     assert response.status_code == 400
-    assert response.json()["detail"] == "prices[1].output: must be a number ≥ 0 (dollars per million tokens)"
+    assert (
+        response.json()["detail"]
+        == "prices[1].output: must be a number ≥ 0 (dollars per million tokens)"
+    )
     assert editor.post("/api/v1/prices/", {"prices": "x"}, format="json").status_code == 400
     editor.post("/api/v1/prices/", {"prices": [ROW]}, format="json")
     again = editor.post("/api/v1/prices/", {"prices": [ROW]}, format="json")

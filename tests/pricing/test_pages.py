@@ -101,3 +101,23 @@ CALLS_WITH_UNKNOWN = (
     ("m3", "claude-haiku-4-5-20251001", 50, 0, 9000, 200),
     ("m4", "my-local-model", 10, 0, 0, 10),
 )
+
+
+def test_the_analytics_cost_page_prices_the_tokens_by_model(
+    workspace, members, client_for, run_on_commit
+):
+    with run_on_commit():
+        ingest_calls(workspace, CALLS_WITH_UNKNOWN, analytics=True)
+    client = client_for("viewer")
+    url = f"/w/{workspace.slug}/analytics/"
+    before = client.get(url).content.decode()
+    panel = before.split('id="dollar-cost"')[1].split("</section>")[0]
+    assert "no price" in panel and "$0.00" not in panel and "for 0 of 4 calls" in panel
+    # A new price table applies at once, without computing the analytics again.
+    services.price_table_load_list_prices(workspace=workspace, user=members["editor"])
+    panel = client.get(url).content.decode().split('id="dollar-cost"')[1].split("</section>")[0]
+    assert '<span data-testid="cost">$0.0793</span>' in panel and "for 3 of 4 calls" in panel
+    rows = re.findall(r"<tr>\s*<td[^>]*>([^<]+)</td>.*?</tr>", panel, re.S)
+    assert rows == ["claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001", "my-local-model"]
+    assert ">$0.0773<" in panel and ">$0.00195<" in panel  # sonnet 0.077325, haiku
+    assert "n = 4 deduplicated calls" in panel

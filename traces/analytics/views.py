@@ -20,6 +20,7 @@ from traces.analysis.cycle import CycleInputError, CycleParams, exchange_rate
 from traces.analytics import charts, selectors
 from traces.analytics.forms import AnalyticsFilterForm, WhatIfForm
 from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_queue
+from traces.pricing.selectors import usage_rows_cost
 
 THEMES = [
     ("analytics:cost", "Cost of context"),
@@ -107,6 +108,8 @@ class CostPage(AnalyticsPage):
         if amplification := result.get("amplification"):
             figures["amplification_n"] = sum(row["n"] for row in amplification["rows"])
             figures["amplification_figure"] = charts.amplification(amplification)
+        if (usage := result.get("usage_by_model")) is not None:
+            figures["dollar_cost"] = usage_rows_cost(workspace=self.workspace, rows=usage)
         return figures
 
 

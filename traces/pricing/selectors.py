@@ -155,3 +155,42 @@ def sessions_costs(*, workspace: Workspace, sessions) -> dict[int, pure.CostSumm
     calls = Call.objects.filter(workspace=workspace, session_id__in=ids)
     groups = _usage_groups(calls, by=("session_id",))
     return {pk: pure.summarise(groups.get((pk,), []), table) for pk in ids}
+
+
+def usage_rows(*, calls: QuerySet[Call]) -> list[dict]:
+    """Token sums per model (and per carrying a telemetry cost) as plain JSON, for a cached
+    analytics result: the price is applied when the result is shown, so a new price table
+    version needs no recomputation."""
+    rows = []
+    for group in _usage_groups(calls).get((), []):
+        rows.append(
+            {
+                "model": group.model,
+                "calls": group.calls,
+                "input": group.usage.input,
+                "output": group.usage.output,
+                "cache_read": group.usage.cache_read,
+                "cache_write": group.usage.cache_write_5m,
+                "telemetry_usd": None if group.telemetry_usd is None else str(group.telemetry_usd),
+            }
+        )
+    return rows
+
+
+def usage_rows_cost(*, workspace: Workspace, rows: list[dict]) -> pure.CostSummary:
+    """Price `usage_rows` output at the workspace's current price table."""
+    groups = [
+        pure.UsageGroup(
+            row["model"],
+            row["calls"],
+            pure.Usage(
+                input=row["input"],
+                output=row["output"],
+                cache_read=row["cache_read"],
+                cache_write_5m=row["cache_write"],
+            ),
+            None if row.get("telemetry_usd") is None else Decimal(row["telemetry_usd"]),
+        )
+        for row in rows
+    ]
+    return pure.summarise(groups, current_table(workspace=workspace))
