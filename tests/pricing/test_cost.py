@@ -14,6 +14,7 @@ from traces.pricing.analysis.cost import (
     Usage,
     UsageGroup,
     call_cost,
+    dollars_for_tokens,
     match_price,
     summarise,
     usage_cost,
@@ -142,3 +143,12 @@ def test_a_summary_sums_groups_and_keeps_the_unpriced_apart():
 def test_no_calls_is_no_cost_and_no_source():
     summary = summarise([], LIST)
     assert summary.usd == 0 and summary.calls == 0 and summary.source == NO_PRICE
+
+
+def test_a_blended_rate_prices_a_token_figure():
+    summary = summarise(
+        [UsageGroup("gpt-5", 1, Usage(input=1_000_000, output=1_000_000))], LIST
+    )  # $1.25 + $10 over 2M tokens
+    assert summary.usd_per_million_tokens == Decimal("5.625")
+    assert dollars_for_tokens(80_000, summary) == Decimal("0.45")
+    assert dollars_for_tokens(80_000, summarise([], LIST)) is None

@@ -1,9 +1,11 @@
 """Price table pages and cost beside tokens on the session pages (server-rendered HTML)."""
 
 import re
+from decimal import Decimal
 
 import pytest
 
+import numfmt
 from governance.models import AuditEvent
 from tests.pricing.conftest import ingest_calls
 from traces.pricing import services
@@ -121,3 +123,27 @@ def test_the_analytics_cost_page_prices_the_tokens_by_model(
     assert rows == ["claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001", "my-local-model"]
     assert ">$0.0773<" in panel and ">$0.00195<" in panel  # sonnet 0.077325, haiku
     assert "n = 4 deduplicated calls" in panel
+
+
+def test_incidents_and_what_if_show_dollars_beside_tokens(
+    workspace, members, client_for, run_on_commit
+):
+    with run_on_commit():
+        ingest_calls(workspace, CALLS_WITH_UNKNOWN, analytics=True)
+    services.price_table_load_list_prices(workspace=workspace, user=members["editor"])
+    client = client_for("viewer")
+    incidents = client.get(f"/w/{workspace.slug}/analytics/incidents/").content.decode()
+    cost = incidents.split('id="incidents-cost">')[1].split("</p>")[0]
+    assert '<span data-testid="cost">$0.0793</span>' in cost and "price table v1" in cost
+    what_if = client.get(f"/w/{workspace.slug}/analytics/what-if/").content.decode()
+    line = re.sub(r"<[^>]+>", "", what_if.split('data-testid="what-if-cost">')[1].split("</p>")[0])
+    # blended rate: $0.079275 over the priced calls' tokens billed
+    billed = (1200 + 3000 + 40_000 + 800) + (300 + 500 + 44_000 + 1500) + (50 + 9000 + 200)
+    rate = Decimal("0.079275") * 10**6 / billed
+    assert f"blended rate of {numfmt.usd(rate)} per million tokens billed" in line
+    step_tokens = float(
+        re.search(r"at ([\d.]+k) tokens per productive step", what_if).group(1)[:-1]
+    )
+    assert "per productive step at the optimum" in line and "price table v1" in line
+    shown = Decimal(re.search(r"about \$([\d.]+) per productive step", line).group(1))
+    assert abs(shown - Decimal(step_tokens * 1000) * rate / 10**6) / shown < Decimal("0.01")

@@ -20,7 +20,7 @@ from traces.analysis.cycle import CycleInputError, CycleParams, exchange_rate
 from traces.analytics import charts, selectors
 from traces.analytics.forms import AnalyticsFilterForm, WhatIfForm
 from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_queue
-from traces.pricing.selectors import usage_rows_cost
+from traces.pricing.selectors import step_cost, usage_rows_cost
 
 THEMES = [
     ("analytics:cost", "Cost of context"),
@@ -108,8 +108,7 @@ class CostPage(AnalyticsPage):
         if amplification := result.get("amplification"):
             figures["amplification_n"] = sum(row["n"] for row in amplification["rows"])
             figures["amplification_figure"] = charts.amplification(amplification)
-        if (usage := result.get("usage_by_model")) is not None:
-            figures["dollar_cost"] = usage_rows_cost(workspace=self.workspace, rows=usage)
+        figures["dollar_cost"] = _dollar_cost(self.workspace, result)
         return figures
 
 
@@ -175,7 +174,16 @@ class IncidentsPage(AnalyticsPage):
 
     def figures(self, result):
         found = result.get("incidents")
-        return {"incidents_figure": charts.incidents(found) if found and found["days"] else None}
+        return {
+            "incidents_figure": charts.incidents(found) if found and found["days"] else None,
+            "dollar_cost": _dollar_cost(self.workspace, result),
+        }
+
+
+def _dollar_cost(workspace, result: dict):
+    """The result's tokens by model at the current price table (None for an older result)."""
+    usage = result.get("usage_by_model")
+    return None if usage is None else usage_rows_cost(workspace=workspace, rows=usage)
 
 
 def _exchange_thresholds(request, params: CycleParams) -> tuple[float, float]:
@@ -201,6 +209,10 @@ class WhatIfPage(AnalyticsPage):
     def get(self, request, *args, **kwargs):
         context = self.get_context_data(**kwargs)
         context.update(_what_if_context(request, context))
+        if context["result"] and context.get("model"):
+            context.update(
+                step_cost(_dollar_cost(self.workspace, context["result"]), context["model"])
+            )
         return render_region(request, self.template_name, "model", context)
 
 

@@ -194,3 +194,11 @@ def usage_rows_cost(*, workspace: Workspace, rows: list[dict]) -> pure.CostSumma
         for row in rows
     ]
     return pure.summarise(groups, current_table(workspace=workspace))
+
+
+def step_cost(summary: pure.CostSummary | None, model: dict) -> dict:
+    """The what-if model's tokens per productive step at the workspace's blended rate."""
+    return {
+        "what_if_cost": summary,
+        "step_usd": pure.dollars_for_tokens(model["optimum_cost_per_step"], summary),
+    }

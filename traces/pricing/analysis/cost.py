@@ -161,6 +161,7 @@ class CostSummary:
     priced_calls: int
     telemetry_calls: int
     table_calls: int
+    priced_tokens: int = 0  # tokens billed by the priced calls
     by_model: list[ModelCost] = field(default_factory=list)
     unpriced_models: list[str] = field(default_factory=list)
     table_version: int | None = None
@@ -168,6 +169,13 @@ class CostSummary:
     @property
     def unpriced_calls(self) -> int:
         return self.calls - self.priced_calls
+
+    @property
+    def usd_per_million_tokens(self) -> Decimal | None:
+        """The blended rate of the priced calls: their dollars per million tokens billed."""
+        if not self.priced_tokens:
+            return None
+        return self.usd * MILLION / self.priced_tokens
 
     @property
     def complete(self) -> bool:
@@ -210,6 +218,7 @@ def summarise(groups: list[UsageGroup], table: PriceTable | None) -> CostSummary
         else:
             summary.usd += cost.usd
             summary.priced_calls += group.calls
+            summary.priced_tokens += tokens
             if cost.source == TELEMETRY:
                 summary.telemetry_calls += group.calls
             else:
@@ -238,3 +247,12 @@ def summarise(groups: list[UsageGroup], table: PriceTable | None) -> CostSummary
         merged.values(), key=lambda m: (m.usd is None, -(m.usd or 0), m.model)
     )
     return summary
+
+
+def dollars_for_tokens(tokens: float, summary: CostSummary | None) -> Decimal | None:
+    """Tokens priced at the summary's blended rate (its priced dollars per token billed):
+    for a model's token figure, such as the what-if calculator's tokens per step."""
+    rate = summary.usd_per_million_tokens if summary else None
+    if rate is None:
+        return None
+    return Decimal(str(tokens)) * rate / MILLION
