@@ -54,6 +54,9 @@ class SessionDetailView(WorkspaceTemplateView):
         if htmx_partial(request):
             return render(request, f"{self.template_name}#calls", context)
         agents = list(selectors.session_agents(session=session))
+        agent_costs = pricing_selectors.agents_costs(session=session)
+        for agent in agents:
+            agent.cost = agent_costs.get(agent.pk)
         labels = {
             a.pk: ("main" if a.kind == AgentKind.MAIN else a.description or a.external_id[:12])
             for a in agents

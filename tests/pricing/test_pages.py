@@ -93,6 +93,8 @@ def test_session_pages_show_cost_beside_tokens_with_its_source(
     assert "no price for 1 call" in cost and "add my-local-model" in cost
     assert f'href="/w/{workspace.slug}/prices/v1/">price table v1</a>' in cost
     assert ">$0.0389<" in html and ">$0.00195<" in html  # per call, in the calls table
+    agent = re.search(r'data-testid="agent-cost">(.*?)</td>', html, re.S).group(1)
+    assert '<span data-testid="cost">$0.0793</span>' in agent  # the one (main) agent
     listing = client.get(f"/w/{workspace.slug}/traces/").content.decode()
     assert '<span data-testid="cost">$0.0793</span>' in listing
 

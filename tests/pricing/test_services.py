@@ -8,6 +8,7 @@ import pytest
 from governance.errors import Conflict, InputError
 from governance.models import AuditEvent
 from tests.pricing.conftest import CALLS, ingest_calls
+from traces.models import Call
 from traces.pricing import selectors, services
 from traces.pricing.analysis.list_prices import LIST_PRICES
 from traces.pricing.models import ModelPrice, PriceTableVersion
@@ -153,3 +154,22 @@ def test_without_a_price_table_nothing_is_priced(workspace, priced_session):
 def test_a_workspace_prices_with_its_own_table(workspace, other_workspace, members, priced_session):
     services.price_table_version_create(workspace=other_workspace, user=None, prices=[SONNET])
     assert selectors.session_cost(session=priced_session).priced_calls == 0
+
+
+def test_agents_costs_add_up_to_the_session_and_match_their_calls(
+    workspace, members, named_sessions
+):
+    services.price_table_load_list_prices(workspace=workspace, user=members["editor"])
+    rates = {p["model"]: p for p in LIST_PRICES}
+    session = named_sessions[0]
+    costs = selectors.agents_costs(session=session)
+    assert len(costs) == 2  # main and one subagent
+    for agent_id, summary in costs.items():
+        calls = Call.objects.filter(session=session, agent_id=agent_id)
+        expected = sum(
+            by_hand(rates[c.model.lower()], c.input_tokens, c.cache_creation_tokens,
+                    c.cache_read_tokens, c.output_tokens)
+            for c in calls
+        )  # fmt: skip
+        assert summary.usd == expected and summary.calls == calls.count() > 0
+    assert sum(s.usd for s in costs.values()) == selectors.session_cost(session=session).usd

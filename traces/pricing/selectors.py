@@ -202,3 +202,10 @@ def step_cost(summary: pure.CostSummary | None, model: dict) -> dict:
         "what_if_cost": summary,
         "step_usd": pure.dollars_for_tokens(model["optimum_cost_per_step"], summary),
     }
+
+
+def agents_costs(*, session: Session) -> dict[int, pure.CostSummary]:
+    """Each agent's cost in the session, in one query: {agent id: summary}."""
+    table = current_table(workspace=session.workspace)
+    groups = _usage_groups(Call.objects.filter(session=session), by=("agent_id",))
+    return {key[0]: pure.summarise(rows, table) for key, rows in groups.items()}
