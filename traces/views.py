@@ -54,7 +54,7 @@ class SessionDetailView(WorkspaceTemplateView):
         if htmx_partial(request):
             return render(request, f"{self.template_name}#calls", context)
         agents = list(selectors.session_agents(session=session))
-        agent_costs = pricing_selectors.agents_costs(session=session)
+        cost, agent_costs = pricing_selectors.session_and_agents_costs(session=session)
         for agent in agents:
             agent.cost = agent_costs.get(agent.pk)
         labels = {
@@ -98,7 +98,7 @@ class SessionDetailView(WorkspaceTemplateView):
             point_count=session.call_count,
             subagent_count=sum(1 for a in agents if a.kind == AgentKind.SUBAGENT),
             uploads=selectors.session_uploads(session=session),
-            cost=pricing_selectors.session_cost(session=session),
+            cost=cost,
         )
         return render(request, self.template_name, context)
 

@@ -172,4 +172,10 @@ def test_agents_costs_add_up_to_the_session_and_match_their_calls(
             for c in calls
         )  # fmt: skip
         assert summary.usd == expected and summary.calls == calls.count() > 0
-    assert sum(s.usd for s in costs.values()) == selectors.session_cost(session=session).usd
+    total, _ = selectors.session_and_agents_costs(session=session)
+    assert (
+        sum(s.usd for s in costs.values())
+        == total.usd
+        == selectors.session_cost(session=session).usd
+    )
+    assert total.calls == session.call_count

@@ -204,8 +204,16 @@ def step_cost(summary: pure.CostSummary | None, model: dict) -> dict:
     }
 
 
-def agents_costs(*, session: Session) -> dict[int, pure.CostSummary]:
-    """Each agent's cost in the session, in one query: {agent id: summary}."""
+def session_and_agents_costs(
+    *, session: Session
+) -> tuple[pure.CostSummary, dict[int, pure.CostSummary]]:
+    """The session's cost and each agent's ({agent id: summary}), from one query."""
     table = current_table(workspace=session.workspace)
     groups = _usage_groups(Call.objects.filter(session=session), by=("agent_id",))
-    return {key[0]: pure.summarise(rows, table) for key, rows in groups.items()}
+    agents = {key[0]: pure.summarise(rows, table) for key, rows in groups.items()}
+    total = pure.summarise([g for rows in groups.values() for g in rows], table)
+    return total, agents
+
+
+def agents_costs(*, session: Session) -> dict[int, pure.CostSummary]:
+    return session_and_agents_costs(session=session)[1]
