@@ -149,3 +149,62 @@ def test_incidents_and_what_if_show_dollars_beside_tokens(
     assert "per productive step at the optimum" in line and "price table v1" in line
     shown = Decimal(re.search(r"about \$([\d.]+) per productive step", line).group(1))
     assert abs(shown - Decimal(step_tokens * 1000) * rate / 10**6) / shown < Decimal("0.01")
+
+
+def test_the_cost_page_splits_dollars_by_agent_type_with_forks_marked(
+    workspace, members, client_for, run_on_commit
+):
+    from traces.models import Agent, AgentKind, Call, StartKind
+    from traces.pricing.analysis.list_prices import LIST_PRICES
+    from traces.services import ingest_bytes
+    from traces.synthetic import CorpusParams, generate_corpus
+
+    params = CorpusParams(
+        sessions=2, seed=9, steps_per_session=(20, 30), subagents_per_session=(2, 2)
+    )
+    with run_on_commit():
+        for generated in generate_corpus(params):
+            ingest_bytes(
+                workspace=workspace, name=f"{generated.session_id}.jsonl",
+                data=b"\n".join(generated.lines) + b"\n", source="demo",
+            )  # fmt: skip
+    services.price_table_load_list_prices(workspace=workspace, user=members["editor"])
+    html = client_for("viewer").get(f"/w/{workspace.slug}/analytics/").content.decode()
+    table = html.split('data-testid="cost-by-agent-type"')[1].split("</table>")[0]
+    rates = {p["model"]: p for p in LIST_PRICES}
+
+    def cost_of(calls) -> Decimal:
+        total = Decimal(0)
+        for c in calls:
+            r = rates[c.model.lower()]
+            total += (c.input_tokens * r["input"] + c.output_tokens * r["output"]
+                      + c.cache_read_tokens * r["cache_read"]
+                      + c.cache_creation_tokens * r["cache_write_5m"]) / 10**6  # fmt: skip
+        return total
+
+    rows = [
+        (re.sub(r"<[^>]+>", "", m.group(1)).strip(), m.group(0))
+        for m in re.finditer(r"<tr>\s*<td>(.*?)</td>.*?</tr>", table, re.S)
+    ]
+    main = Call.objects.filter(workspace=workspace, agent__kind=AgentKind.MAIN)
+    assert rows and dict(rows)["main"].count(f">{numfmt.usd(cost_of(main))}<") == 1
+    groups = set(
+        Agent.objects.filter(workspace=workspace, kind=AgentKind.SUBAGENT).values_list(
+            "agent_type", "start_kind"
+        )
+    )
+    assert groups and len(rows) == 1 + len(groups)
+    for agent_type, start_kind in groups:
+        calls = Call.objects.filter(
+            workspace=workspace, agent__agent_type=agent_type, agent__start_kind=start_kind,
+            agent__kind=AgentKind.SUBAGENT,
+        )  # fmt: skip
+        label = agent_type or "subagent (no type)"
+        shown = [
+            html
+            for name, html in rows
+            if name == label and f">{numfmt.usd(cost_of(calls))}<" in html
+        ]
+        assert len(shown) >= 1, (label, start_kind)
+        assert ('status-failed">fork<' in shown[0]) == (start_kind == StartKind.FORK)
+    assert "agent-type-cost" in html  # the chart

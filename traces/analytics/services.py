@@ -208,12 +208,18 @@ def _post_compaction_sections(workspace: Workspace, filters: AnalyticsFilters) -
 
 def _usage_sections(workspace: Workspace, filters: AnalyticsFilters) -> list[Section]:
     """Tokens by model, priced when shown (traces.pricing) so a price edit needs no rerun."""
-    from traces.pricing.selectors import usage_rows
+    from traces.pricing.selectors import usage_rows, usage_rows_by_agent_type
 
-    def compute(_):
+    def by_model(_):
         return usage_rows(calls=selectors.selected_calls(workspace, filters))
 
-    return [("usage_by_model", "the tokens by model", compute, ())]
+    def by_agent_type(_):
+        return usage_rows_by_agent_type(calls=selectors.selected_calls(workspace, filters))
+
+    return [
+        ("usage_by_model", "the tokens by model", by_model, ()),
+        ("usage_by_agent_type", "the tokens by agent type", by_agent_type, ()),
+    ]
 
 
 def _steps(data) -> dict:

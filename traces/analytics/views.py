@@ -20,7 +20,8 @@ from traces.analysis.cycle import CycleInputError, CycleParams, exchange_rate
 from traces.analytics import charts, selectors
 from traces.analytics.forms import AnalyticsFilterForm, WhatIfForm
 from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_queue
-from traces.pricing.selectors import step_cost, usage_rows_cost
+from traces.pricing import charts as pricing_charts
+from traces.pricing.selectors import agent_type_costs, step_cost, usage_rows_cost
 
 THEMES = [
     ("analytics:cost", "Cost of context"),
@@ -109,6 +110,10 @@ class CostPage(AnalyticsPage):
             figures["amplification_n"] = sum(row["n"] for row in amplification["rows"])
             figures["amplification_figure"] = charts.amplification(amplification)
         figures["dollar_cost"] = _dollar_cost(self.workspace, result)
+        if (by_type := result.get("usage_by_agent_type")) is not None:
+            rows = agent_type_costs(workspace=self.workspace, usage=by_type)
+            figures["agent_type_costs"] = rows
+            figures["agent_type_figure"] = pricing_charts.agent_type_cost(rows) if rows else None
         return figures
 
 

@@ -217,3 +217,54 @@ def session_and_agents_costs(
 
 def agents_costs(*, session: Session) -> dict[int, pure.CostSummary]:
     return session_and_agents_costs(session=session)[1]
+
+
+AGENT_KEYS = ("agent__kind", "agent__agent_type", "agent__start_kind")
+
+
+def usage_rows_by_agent_type(*, calls: QuerySet[Call]) -> dict:
+    """Token sums per agent kind, agent type (the subagent's name) and start kind (fresh or
+    fork), and per model, as plain JSON for a cached analytics result; with the number of
+    agents of each kind, type and start."""
+    rows = []
+    for key, groups in _usage_groups(calls, by=AGENT_KEYS).items():
+        kind, agent_type, start_kind = key
+        for group in groups:
+            rows.append(
+                {
+                    "kind": kind, "agent_type": agent_type, "start_kind": start_kind,
+                    "model": group.model, "calls": group.calls, "input": group.usage.input,
+                    "output": group.usage.output, "cache_read": group.usage.cache_read,
+                    "cache_write": group.usage.cache_write_5m,
+                    "telemetry_usd": None if group.telemetry_usd is None else str(group.telemetry_usd),
+                }
+            )  # fmt: skip
+    agents = [
+        {"kind": r["agent__kind"], "agent_type": r["agent__agent_type"],
+         "start_kind": r["agent__start_kind"], "agents": r["n"]}
+        for r in calls.order_by().values(*AGENT_KEYS).annotate(n=Count("agent_id", distinct=True))
+    ]  # fmt: skip
+    return {"rows": rows, "agents": agents}
+
+
+def agent_type_costs(*, workspace: Workspace, usage: dict) -> list[dict]:
+    """`usage_rows_by_agent_type` priced at the current table: one row per kind, type and
+    start kind, costliest first (unpriced last), each with its agents, calls and summary."""
+    keyed: dict[tuple, list[dict]] = {}
+    for row in usage["rows"]:
+        keyed.setdefault((row["kind"], row["agent_type"], row["start_kind"]), []).append(row)
+    agents = {(a["kind"], a["agent_type"], a["start_kind"]): a["agents"] for a in usage["agents"]}
+    result = []
+    for (kind, agent_type, start_kind), rows in keyed.items():
+        summary = usage_rows_cost(workspace=workspace, rows=rows)
+        label = "main" if kind == "main" else (agent_type or f"{kind} (no type)")
+        count = agents.get((kind, agent_type, start_kind), 0)
+        per_agent = summary.usd / count if summary.complete and count else None
+        result.append(
+            {
+                "label": label, "kind": kind, "agent_type": agent_type,
+                "start_kind": start_kind, "agents": count, "cost": summary,
+                "per_agent_usd": per_agent,
+            }
+        )  # fmt: skip
+    return sorted(result, key=lambda r: (not r["cost"].priced_calls, -r["cost"].usd, r["label"]))
