@@ -121,7 +121,8 @@ def test_the_analytics_cost_page_prices_the_tokens_by_model(
     services.price_table_load_list_prices(workspace=workspace, user=members["editor"])
     panel = client.get(url).content.decode().split('id="dollar-cost"')[1].split("</section>")[0]
     assert '<span data-testid="cost">$0.0793</span>' in panel and "for 3 of 4 calls" in panel
-    rows = re.findall(r"<tr>\s*<td[^>]*>([^<]+)</td>.*?</tr>", panel, re.S)
+    by_model = panel.split('data-testid="cost-by-model"')[1].split("</table>")[0]
+    rows = re.findall(r"<tr>\s*<td[^>]*>([^<]+)</td>.*?</tr>", by_model, re.S)
     assert rows == ["claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001", "my-local-model"]
     assert ">$0.0773<" in panel and ">$0.00195<" in panel  # sonnet 0.077325, haiku
     assert "n = 4 deduplicated calls" in panel
