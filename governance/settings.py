@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "traces.analytics",
     "traces.annotations",
     "traces.audit",
+    "traces.pricing",
     "qualification",
     "qualification.contextfiles",
     "specs",

@@ -17,6 +17,7 @@ from traces.charts import AgentSeries, CompactionMark, context_timeline
 from traces.filters import SessionFilter
 from traces.forms import UploadForm
 from traces.models import AgentKind, UploadSource
+from traces.pricing import selectors as pricing_selectors
 from traces.services import JOB_KIND, UploadTooLarge, trace_uploads_receive
 
 
@@ -28,6 +29,13 @@ class SessionListView(WorkspaceListView):
     def get_queryset(self):
         return selectors.sessions_for(workspace=self.workspace)
 
+    def get_context_data(self, **kwargs):
+        sessions = list(kwargs.pop("object_list"))
+        costs = pricing_selectors.sessions_costs(workspace=self.workspace, sessions=sessions)
+        for session in sessions:
+            session.cost = costs[session.pk]
+        return super().get_context_data(object_list=sessions, **kwargs)
+
 
 class SessionDetailView(WorkspaceTemplateView):
     template_name = "traces/session_detail.html"
@@ -38,10 +46,17 @@ class SessionDetailView(WorkspaceTemplateView):
         session = selectors.session_get(workspace=self.workspace, pk=kwargs["pk"])
         calls = Paginator(selectors.session_calls(session=session), self.calls_per_page)
         page = calls.get_page(request.GET.get("page"))
-        context = {"session": session, "page_obj": page, "calls": page.object_list}
+        table = pricing_selectors.current_table(workspace=self.workspace)
+        page_calls = list(page.object_list)
+        for call in page_calls:
+            call.cost = pricing_selectors.call_cost(call=call, table=table)
+        context = {"session": session, "page_obj": page, "calls": page_calls}
         if htmx_partial(request):
             return render(request, f"{self.template_name}#calls", context)
         agents = list(selectors.session_agents(session=session))
+        cost, agent_costs = pricing_selectors.session_and_agents_costs(session=session)
+        for agent in agents:
+            agent.cost = agent_costs.get(agent.pk)
         labels = {
             a.pk: ("main" if a.kind == AgentKind.MAIN else a.description or a.external_id[:12])
             for a in agents
@@ -83,6 +98,7 @@ class SessionDetailView(WorkspaceTemplateView):
             point_count=session.call_count,
             subagent_count=sum(1 for a in agents if a.kind == AgentKind.SUBAGENT),
             uploads=selectors.session_uploads(session=session),
+            cost=cost,
         )
         return render(request, self.template_name, context)
 

@@ -218,3 +218,25 @@ def test_annotations_part_has_runs_that_go_wrong_for_the_annotators(seeded, demo
     assert count(seeded.counts_after_second, Session, Call) == count(
         seeded.counts_after_first, Session, Call
     )
+
+
+def test_pricing_part_prices_every_demo_call_once(seeded, demo):
+    from traces.pricing import selectors as pricing_selectors
+    from traces.pricing.models import ModelPrice, PriceTableVersion
+
+    version = pricing_selectors.price_table_current(workspace=demo)
+    assert version.number == 1 and version.prices.count() == 13
+    assert "price table already present" in seeded.second_output
+    assert count(seeded.counts_after_second, PriceTableVersion, ModelPrice) == count(
+        seeded.counts_after_first, PriceTableVersion, ModelPrice
+    )
+    summary = pricing_selectors.calls_cost(
+        workspace=demo, calls=Call.objects.filter(workspace=demo)
+    )
+    assert summary.calls > 0 and summary.priced_calls > 0 and summary.usd > 0
+    assert summary.source == "price table v1"
+    # The Codex fixtures use models newer than the list prices (gpt-5.2-codex …): they show
+    # "no price", never $0, and nothing the list does price is left unpriced.
+    table = pricing_selectors.current_table(workspace=demo)
+    assert all(table.price_for(model) is None for model in summary.unpriced_models)
+    assert not any(model.startswith("claude") for model in summary.unpriced_models)

@@ -131,7 +131,11 @@ def analytics_compute(
         if key in SECTION_STEPS:
             step(SECTION_STEPS[key])
 
-    sections = _sections(data, filters) + _post_compaction_sections(workspace, filters)
+    sections = (
+        _sections(data, filters)
+        + _post_compaction_sections(workspace, filters)
+        + _usage_sections(workspace, filters)
+    )
     values, failures = run_sections(sections, on_start=on_start, on_error=on_error)
     result = {
         "filters": filters.as_dict(),
@@ -200,6 +204,22 @@ def _post_compaction_sections(workspace: Workspace, filters: AnalyticsFilters) -
         return result
 
     return [("post_compaction", "the behaviour after compaction", compute, ())]
+
+
+def _usage_sections(workspace: Workspace, filters: AnalyticsFilters) -> list[Section]:
+    """Tokens by model, priced when shown (traces.pricing) so a price edit needs no rerun."""
+    from traces.pricing.selectors import usage_rows, usage_rows_by_agent_type
+
+    def by_model(_):
+        return usage_rows(calls=selectors.selected_calls(workspace, filters))
+
+    def by_agent_type(_):
+        return usage_rows_by_agent_type(calls=selectors.selected_calls(workspace, filters))
+
+    return [
+        ("usage_by_model", "the tokens by model", by_model, ()),
+        ("usage_by_agent_type", "the tokens by agent type", by_agent_type, ()),
+    ]
 
 
 def _steps(data) -> dict:

@@ -25,6 +25,8 @@ from traces.analysis.cycle import (
 from traces.analytics import charts, selectors
 from traces.analytics.forms import AnalyticsFilterForm, ScenarioCompareForm, WhatIfForm
 from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_queue
+from traces.pricing import charts as pricing_charts
+from traces.pricing.selectors import agent_type_costs, step_cost, usage_rows_cost
 
 THEMES = [
     ("analytics:cost", "Cost of context"),
@@ -121,6 +123,11 @@ class CostPage(AnalyticsPage):
         if amplification := result.get("amplification"):
             figures["amplification_n"] = sum(row["n"] for row in amplification["rows"])
             figures["amplification_figure"] = charts.amplification(amplification)
+        figures["dollar_cost"] = _dollar_cost(self.workspace, result)
+        if (by_type := result.get("usage_by_agent_type")) is not None:
+            rows = agent_type_costs(workspace=self.workspace, usage=by_type)
+            figures["agent_type_costs"] = rows
+            figures["agent_type_figure"] = pricing_charts.agent_type_cost(rows) if rows else None
         return figures
 
 
@@ -186,7 +193,16 @@ class IncidentsPage(AnalyticsPage):
 
     def figures(self, result):
         found = result.get("incidents")
-        return {"incidents_figure": charts.incidents(found) if found and found["days"] else None}
+        return {
+            "incidents_figure": charts.incidents(found) if found and found["days"] else None,
+            "dollar_cost": _dollar_cost(self.workspace, result),
+        }
+
+
+def _dollar_cost(workspace, result: dict):
+    """The result's tokens by model at the current price table (None for an older result)."""
+    usage = result.get("usage_by_model")
+    return None if usage is None else usage_rows_cost(workspace=workspace, rows=usage)
 
 
 def _exchange_thresholds(request, params: CycleParams) -> tuple[float, float]:
@@ -212,6 +228,10 @@ class WhatIfPage(AnalyticsPage):
     def get(self, request, *args, **kwargs):
         context = self.get_context_data(**kwargs)
         context.update(_what_if_context(request, context))
+        if context["result"] and context.get("model"):
+            context.update(
+                step_cost(_dollar_cost(self.workspace, context["result"]), context["model"])
+            )
         return render_region(request, self.template_name, "model", context)
 
 
