@@ -27,7 +27,7 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
     if not created:
         return result  # the same bytes were received before: nothing new is written
     summary = IngestSummary()
-    if result.calls:
+    if result.calls or result.compactions:
         loader = TraceLoader(
             workspace=workspace,
             summary=summary,
@@ -58,6 +58,7 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
             # Spans whose call was stored already (a resent batch) or repeated in this one.
             "duplicate_spans": len(result.calls) - summary.calls,
             "calls": summary.calls,
+            "compactions": len(result.compactions),
             "sessions": summary.sessions,
             "agents": summary.agents,
         },
