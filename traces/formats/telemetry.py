@@ -39,6 +39,7 @@ IDENTITY_KEYS = (
     "user.id",
     "organization.id",
 )
+IDENTITY_SET = frozenset(IDENTITY_KEYS)
 IDENTITY_KEEP, IDENTITY_HASH, IDENTITY_DROP = "keep", "hash", "drop"
 
 # Bounds beyond which a value is a producer bug, not usage.
@@ -155,19 +156,22 @@ def identity_hash(value: str, salt: str) -> str:
     return f"hmac-sha256:{digest[:32]}"
 
 
-def _redact_attributes(attributes, mode: str, salt: str) -> bool:
+def _redact_attributes(attributes, mode: str, hashes: dict) -> bool:
+    """`hashes` maps a value to its keyed hash (filled on the way; values repeat)."""
     changed = False
     for index in range(len(attributes) - 1, -1, -1):
         item = attributes[index]
-        if item.key not in IDENTITY_KEYS:
+        if item.key not in IDENTITY_SET:
             continue
         if mode == IDENTITY_DROP:
             del attributes[index]
         else:
-            value = item.value
-            text = _any_value(value)
-            value.Clear()
-            value.string_value = identity_hash(str(text), salt)
+            text = str(_any_value(item.value))
+            hashed = hashes.get(text)
+            if hashed is None:
+                hashed = hashes[text] = identity_hash(text, hashes[None])
+            item.value.Clear()
+            item.value.string_value = hashed
         changed = True
     return changed
 
@@ -179,10 +183,11 @@ def redact(request, mode: str, salt: str) -> bool:
     if mode == IDENTITY_KEEP:
         return False
     changed = False
+    hashes: dict = {None: salt}
 
     def visit(attributes):
         nonlocal changed
-        changed = _redact_attributes(attributes, mode, salt) or changed
+        changed = _redact_attributes(attributes, mode, hashes) or changed
 
     if isinstance(request, ExportLogsServiceRequest):
         for resource_logs in request.resource_logs:
@@ -236,22 +241,32 @@ def redacted_body(body: bytes, content_type: str, signal: str, mode: str, salt: 
 
 def _any_value(value):
     kind = value.WhichOneof("value")
-    if kind is None:
-        return None
+    if kind == "string_value":
+        return value.string_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "double_value":
+        number = value.double_value
+        return number if math.isfinite(number) else str(number)  # JSON has no NaN
+    if kind == "bool_value":
+        return value.bool_value
     if kind == "array_value":
         return [_any_value(v) for v in value.array_value.values]
     if kind == "kvlist_value":
         return {kv.key: _any_value(kv.value) for kv in value.kvlist_value.values}
     if kind == "bytes_value":
         return value.bytes_value.hex()
-    result = getattr(value, kind)
-    if kind == "double_value" and not math.isfinite(result):
-        return str(result)  # JSON has no NaN or infinity
-    return result
+    return None
 
 
 def attributes_dict(attributes) -> dict:
     return {kv.key: _any_value(kv.value) for kv in attributes}
+
+
+def _limit(key: str) -> int | None:
+    if key.endswith("duration_ms"):
+        return MAX_DURATION_MS
+    return MAX_TOKENS if any(part in key for part in TOKEN_LIKE) else None
 
 
 def _int(attrs: dict, key: str) -> int | None:
@@ -259,6 +274,17 @@ def _int(attrs: dict, key: str) -> int | None:
     value = attrs.get(key)
     if value is None or value == "":
         return None
+    if type(value) is not int:
+        value = _as_int(key, value)
+    if value < 0:
+        raise Rejected(f"attribute {key!r} is negative ({value})")
+    limit = LIMITS[key] if key in LIMITS else _limit(key)
+    if limit is not None and value > limit:
+        raise Rejected(f"attribute {key!r} = {value:,} is not plausible (over {limit:,})")
+    return value
+
+
+def _as_int(key: str, value) -> int:
     if isinstance(value, str):
         try:
             value = float(value) if "." in value or "e" in value.lower() else int(value)
@@ -270,14 +296,10 @@ def _int(attrs: dict, key: str) -> int | None:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise Rejected(f"attribute {key!r} must be a number, got {value!r}")
-    if value < 0:
-        raise Rejected(f"attribute {key!r} is negative ({value})")
-    limit = MAX_TOKENS if any(part in key for part in TOKEN_LIKE) else None
-    if key.endswith("duration_ms"):
-        limit = MAX_DURATION_MS
-    if limit is not None and value > limit:
-        raise Rejected(f"attribute {key!r} = {value:,} is not plausible (over {limit:,})")
     return value
+
+
+LIMITS = {key: _limit(key) for keys in COUNT_ATTRIBUTES.values() for key in keys}
 
 
 def _cost(attrs: dict) -> Decimal | None:
@@ -437,8 +459,8 @@ def _event(record, path: str, resource: dict) -> EventRecord | None:
         and not attrs.get("error.message")
     ):
         return None  # one per streamed chunk: counted, kept in the raw body only
-    for key in COUNT_ATTRIBUTES.get(name, ()):
-        _int(attrs, key)  # rejects negative, huge and non-numeric values
+    counts = {key: _int(attrs, key) for key in COUNT_ATTRIBUTES.get(name, ())}
+    count = counts.get
     event = EventRecord(
         path=path,
         name=name,
@@ -454,17 +476,17 @@ def _event(record, path: str, resource: dict) -> EventRecord | None:
         model=_text(attrs, "model"),
         query_source=_text(attrs, "query_source", 100),
         agent_name=_text(attrs, "agent.name") or _text(attrs, "agent_type"),
-        duration_ms=_int(attrs, "duration_ms"),
+        duration_ms=count("duration_ms") if "duration_ms" in counts else _int(attrs, "duration_ms"),
     )
     if name == "claude_code.api_request":
-        event.input_tokens = _int(attrs, "input_tokens")
-        event.output_tokens = _int(attrs, "output_tokens")
-        event.cache_read_tokens = _int(attrs, "cache_read_tokens")
-        event.cache_creation_tokens = _int(attrs, "cache_creation_tokens")
+        event.input_tokens = count("input_tokens")
+        event.output_tokens = count("output_tokens")
+        event.cache_read_tokens = count("cache_read_tokens")
+        event.cache_creation_tokens = count("cache_creation_tokens")
         event.cost_usd = _cost(attrs)
     elif name == "codex.sse_event" and attrs.get("event.kind") == "response.completed":
-        total = _int(attrs, "input_token_count")
-        cached = _int(attrs, "cached_token_count") or 0
+        total = count("input_token_count")
+        cached = count("cached_token_count") or 0
         if total is not None and cached > total:
             raise Rejected(
                 f"codex.sse_event: cached_token_count ({cached:,}) exceeds input_token_count "
@@ -473,11 +495,11 @@ def _event(record, path: str, resource: dict) -> EventRecord | None:
         event.input_tokens = None if total is None else total - cached
         event.cache_read_tokens = cached
         event.cache_creation_tokens = 0
-        event.output_tokens = _int(attrs, "output_token_count")
-        event.reasoning_tokens = _int(attrs, "reasoning_token_count")
+        event.output_tokens = count("output_token_count")
+        event.reasoning_tokens = count("reasoning_token_count")
     elif name == "codex.conversation_starts":
-        event.context_window = _int(attrs, "context_window")
-        event.auto_compact_token_limit = _int(attrs, "auto_compact_token_limit")
+        event.context_window = count("context_window")
+        event.auto_compact_token_limit = count("auto_compact_token_limit")
     elif name == "claude_code.subagent_completed":
         event.agent_name = _text(attrs, "agent_type")
     return event

@@ -4,7 +4,8 @@ points. A 2xx answer means the request and its rows are committed together."""
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+import orjson
+from django.db import IntegrityError, connection, transaction
 
 from governance.models import Workspace
 from governance.services import InputError, audit_record
@@ -197,21 +198,16 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
             session_pk = sessions[(e.harness, e.session_id)]
             if e.context_window is not None or e.auto_compact_token_limit is not None:
                 windows[session_pk] = (e.context_window, e.auto_compact_token_limit)
-            rows.append(
-                TelemetryEvent(
-                    workspace_id=workspace.pk, session_id=session_pk, upload_id=upload.pk,
-                    call_id=links.get((session_pk, e.request_id)) if e.request_id else None,
-                    key=e.key, name=e.name, recognised=e.recognised, timestamp=e.timestamp,
-                    prompt_id=e.prompt_id, request_id=e.request_id, app_version=e.app_version,
-                    model=e.model, query_source=e.query_source, agent_name=e.agent_name,
-                    input_tokens=e.input_tokens, output_tokens=e.output_tokens,
-                    cache_read_tokens=e.cache_read_tokens, cache_creation_tokens=e.cache_creation_tokens,
-                    reasoning_tokens=e.reasoning_tokens, cost_usd=e.cost_usd, duration_ms=e.duration_ms,
-                    attributes=e.attributes,
-                )
-            )  # fmt: skip
+            rows.append((
+                workspace.pk, session_pk, upload.pk,
+                links.get((session_pk, e.request_id)) if e.request_id else None,
+                e.key, e.name, e.recognised, e.timestamp, e.prompt_id, e.request_id,
+                e.app_version, e.model, e.query_source, e.agent_name, e.input_tokens,
+                e.output_tokens, e.cache_read_tokens, e.cache_creation_tokens,
+                e.reasoning_tokens, e.cost_usd, e.duration_ms, e.attributes,
+            ))  # fmt: skip
         fresh = _new_events(rows)
-        _insert_new(TelemetryEvent, fresh)
+        _write_rows(TelemetryEvent, EVENT_COLUMNS, fresh)
         stored_events = len(fresh)
         for session_pk, (window, limit) in windows.items():
             changes = {}
@@ -240,23 +236,54 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
     return result
 
 
-def _insert_new(model, rows: list) -> None:
-    """Insert, skipping rows whose unique key a concurrent request stored first."""
-    for start in range(0, len(rows), INSERT_BATCH):
-        model.objects.bulk_create(rows[start : start + INSERT_BATCH], ignore_conflicts=True)
+EVENT_COLUMNS = (
+    "workspace_id", "session_id", "upload_id", "call_id", "key", "name", "recognised",
+    "timestamp", "prompt_id", "request_id", "app_version", "model", "query_source",
+    "agent_name", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_creation_tokens", "reasoning_tokens", "cost_usd", "duration_ms", "attributes",
+)  # fmt: skip
+POINT_COLUMNS = (
+    "workspace_id", "session_id", "upload_id", "name", "series_key", "temporality",
+    "start_time_unix_nano", "time_unix_nano", "timestamp", "value", "cumulative_value",
+    "type", "model", "query_source", "attributes",
+)  # fmt: skip
 
 
-def _new_events(rows: list[TelemetryEvent]) -> list[TelemetryEvent]:
+def _write_rows(model, columns: tuple[str, ...], rows: list[tuple]) -> None:
+    """Insert rows (the last column is a JSON dict): COPY on PostgreSQL; if a concurrent
+    request stored one of the same keys first, an insert that skips the stored keys."""
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        from psycopg.errors import UniqueViolation
+
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                copy_sql = f"COPY {model._meta.db_table} ({', '.join(columns)}) FROM STDIN"
+                with cursor.cursor.copy(copy_sql) as copy:
+                    for row in rows:
+                        # jsonb refuses NUL characters, which a string attribute may hold.
+                        document = orjson.dumps(row[-1]).decode().replace("\\u0000", "")
+                        copy.write_row((*row[:-1], document))
+            return
+        except (IntegrityError, UniqueViolation):  # the raw COPY raises psycopg's own error
+            pass
+    objects = [model(**dict(zip(columns, row, strict=True))) for row in rows]
+    for start in range(0, len(objects), INSERT_BATCH):
+        model.objects.bulk_create(objects[start : start + INSERT_BATCH], ignore_conflicts=True)
+
+
+def _new_events(rows: list[tuple]) -> list[tuple]:
     """The rows whose (session, key) is not stored yet, nor repeated earlier in the batch."""
     stored = set(
         TelemetryEvent.objects.filter(
-            session_id__in={row.session_id for row in rows}, key__in={row.key for row in rows}
+            session_id__in={row[1] for row in rows}, key__in={row[4] for row in rows}
         ).values_list("session_id", "key")
     ) if rows else set()  # fmt: skip
     fresh = []
     for row in rows:
-        if (row.session_id, row.key) not in stored:
-            stored.add((row.session_id, row.key))
+        if (row[1], row[4]) not in stored:
+            stored.add((row[1], row[4]))
             fresh.append(row)
     return fresh
 
@@ -361,18 +388,13 @@ def otlp_metrics_receive(
             {(p.harness, p.session_id): "" for p, _, _ in accepted if p.session_id},
         )
         rows = [
-            TelemetryMetricPoint(
-                workspace_id=workspace.pk,
-                session_id=sessions.get((p.harness, p.session_id)) if p.session_id else None,
-                upload_id=upload.pk, name=p.name, series_key=p.series_key,
-                temporality=TEMPORALITY_NAMES[p.temporality], start_time_unix_nano=p.start_ns,
-                time_unix_nano=p.time_ns, timestamp=p.timestamp, value=delta,
-                cumulative_value=cumulative, type=p.type, model=p.model,
-                query_source=p.query_source, attributes=p.attributes,
-            )
+            (workspace.pk, sessions.get((p.harness, p.session_id)) if p.session_id else None,
+             upload.pk, p.name, p.series_key, TEMPORALITY_NAMES[p.temporality], p.start_ns,
+             p.time_ns, p.timestamp, delta, cumulative, p.type, p.model, p.query_source,
+             p.attributes)
             for p, delta, cumulative in accepted
         ]  # fmt: skip
-        _insert_new(TelemetryMetricPoint, rows)
+        _write_rows(TelemetryMetricPoint, POINT_COLUMNS, rows)
         stored_points = len(rows)
         audit_record(
             workspace=workspace,
