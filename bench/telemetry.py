@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from bench.traces import OUT, ROOT, fresh_database, free_port, log, otlp_bodies
+from bench.traces import OUT, ROOT, free_port, fresh_database, log, otlp_bodies
 
 DATABASE = "gov_otlp_bench"
 REDIS = "redis://127.0.0.1:6379/6"
@@ -55,26 +55,27 @@ def log_bodies(batches: int, per_batch: int = PER_BATCH) -> list[bytes]:
             n = batch * per_batch + i
             session = f"5f0c6c2e-8a43-4a53-9d43-{batch:06d}{i % 10:06d}"
             context = 20_000 + 900 * (i // 10)
+            attributes = [
+                attr("event.name", "api_request"), attr("event.timestamp", "2026-01-01T00:00:00.000Z"),
+                attr("event.sequence", n), attr("session.id", session),
+                attr("prompt.id", f"prompt-{batch}-{i // 5}"), attr("app.version", "2.1.240"),
+                attr("terminal.type", "xterm-256color"), attr("user.id", "f3b1" * 16),
+                attr("user.email", f"dev{i % 10}@example.com"),
+                attr("user.account_uuid", f"acc-{i % 10:04d}"), attr("organization.id", "org-0001"),
+                attr("model", "claude-sonnet-4-5"), attr("cost_usd", 0.0123 + i / 1e5),
+                attr("duration_ms", 2100 + i), attr("input_tokens", 12),
+                attr("output_tokens", 180), attr("cache_read_tokens", context - 1200),
+                attr("cache_creation_tokens", 1100), attr("request_id", f"req_{batch}_{i}"),
+                attr("speed", "normal"), attr("query_source", "repl_main_thread"),
+                attr("effort", "medium"),
+            ]  # fmt: skip
             records.append(
                 LogRecord(
                     time_unix_nano=base + n * 1_000_000_000,
                     observed_time_unix_nano=base + n * 1_000_000_000 + 5_000_000,
                     body=AnyValue(string_value="claude_code.api_request"),
-                    attributes=[
-                        attr("event.name", "api_request"), attr("event.timestamp", "2026-01-01T00:00:00.000Z"),
-                        attr("event.sequence", n), attr("session.id", session),
-                        attr("prompt.id", f"prompt-{batch}-{i // 5}"), attr("app.version", "2.1.240"),
-                        attr("terminal.type", "xterm-256color"), attr("user.id", "f3b1" * 16),
-                        attr("user.email", f"dev{i % 10}@example.com"),
-                        attr("user.account_uuid", f"acc-{i % 10:04d}"), attr("organization.id", "org-0001"),
-                        attr("model", "claude-sonnet-4-5"), attr("cost_usd", 0.0123 + i / 1e5),
-                        attr("duration_ms", 2100 + i), attr("input_tokens", 12),
-                        attr("output_tokens", 180), attr("cache_read_tokens", context - 1200),
-                        attr("cache_creation_tokens", 1100), attr("request_id", f"req_{batch}_{i}"),
-                        attr("speed", "normal"), attr("query_source", "repl_main_thread"),
-                        attr("effort", "medium"),
-                    ],
-                )  # fmt: skip
+                    attributes=attributes,
+                )
             )
         request = ExportLogsServiceRequest(
             resource_logs=[
@@ -115,13 +116,13 @@ def _post_all(url: str, bodies: list[bytes], headers: dict, clients: int) -> tup
     return time.perf_counter() - start, failures
 
 
-def _count(table: str) -> int:
-    return int(
-        subprocess.run(
-            ["psql", "-h", "127.0.0.1", "-U", "postgres", "-tAc", f"SELECT count(*) FROM {table}", DATABASE],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()
+def _count(table: str, where: str = "TRUE") -> int:
+    query = f"SELECT count(*) FROM {table} WHERE {where}"
+    result = subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-tAc", query, DATABASE],
+        capture_output=True, text=True, check=True,
     )  # fmt: skip
+    return int(result.stdout.strip())
 
 
 def run_once(batches: int, clients: int, server_workers: int) -> dict:
@@ -170,9 +171,13 @@ def run_once(batches: int, clients: int, server_workers: int) -> dict:
         headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"}
         base = f"http://127.0.0.1:{port}"
         for signal, body in (("logs", logs[0]), ("traces", spans[0])):  # warm both paths
-            requests.post(f"{base}/v1/{signal}", data=body, headers=headers, timeout=60).raise_for_status()
+            requests.post(
+                f"{base}/v1/{signal}", data=body, headers=headers, timeout=60
+            ).raise_for_status()
         logs_seconds, logs_failures = _post_all(f"{base}/v1/logs", logs[1:], headers, clients)
-        traces_seconds, traces_failures = _post_all(f"{base}/v1/traces", spans[1:], headers, clients)
+        traces_seconds, traces_failures = _post_all(
+            f"{base}/v1/traces", spans[1:], headers, clients
+        )
         records = (len(logs) - 1) * PER_BATCH
         return {
             "records": records,
@@ -184,14 +189,9 @@ def run_once(batches: int, clients: int, server_workers: int) -> dict:
             "failure_sample": (logs_failures + traces_failures)[:2],
             "stored_events": _count("traces_telemetryevent"),
             "stored_calls": _count("traces_call"),
-            "plain_emails": int(
-                subprocess.run(
-                    ["psql", "-h", "127.0.0.1", "-U", "postgres", "-tAc",
-                     "SELECT count(*) FROM traces_telemetryevent WHERE attributes::text LIKE '%@example.com%'",
-                     DATABASE],
-                    capture_output=True, text=True, check=True,
-                ).stdout.strip()
-            ),  # fmt: skip
+            "plain_emails": _count(
+                "traces_telemetryevent", "attributes::text LIKE '%@example.com%'"
+            ),
         }
     finally:
         server.terminate()
