@@ -68,7 +68,6 @@ from traces.services.telemetry import (
     otlp_logs_receive,
     otlp_metrics_receive,
     telemetry_policy_for,
-    telemetry_policy_peek,
     telemetry_policy_update,
 )
 from traces.services.uploads import (
@@ -142,7 +141,6 @@ __all__ = [
     "sessions_derive_run",
     "tables_analyze_after_load",
     "telemetry_policy_for",
-    "telemetry_policy_peek",
     "telemetry_policy_update",
     "trace_ingest_job_run",
     "trace_uploads_receive",

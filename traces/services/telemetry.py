@@ -39,13 +39,6 @@ INSERT_BATCH = 1000
 # --- the identity policy ------------------------------------------------------------------
 
 
-def telemetry_policy_peek(*, workspace: Workspace) -> TelemetryPolicy:
-    """The workspace's policy, or the defaults (unsaved) if it has none yet."""
-    return TelemetryPolicy.objects.filter(workspace=workspace).first() or TelemetryPolicy(
-        workspace=workspace
-    )
-
-
 def telemetry_policy_for(*, workspace: Workspace) -> TelemetryPolicy:
     """The workspace's policy, created with the defaults (hash) on first use."""
     policy = TelemetryPolicy.objects.filter(workspace=workspace).first()
