@@ -307,3 +307,34 @@ def test_points_without_a_session_are_stored_for_the_workspace(send):
                          "attributes": attributes({"model": "m"})}], name="claude_code.cost.usage")  # fmt: skip
     assert partial(send("metrics", document)) == {}
     assert TelemetryMetricPoint.objects.get().session is None
+
+
+# --- the span path ---------------------------------------------------------------------------
+
+
+def test_traces_are_stored_redacted_and_compacted_spans_count(send, workspace):
+    from traces.models import Compaction
+
+    spans = [
+        {"traceId": "5B8EFFF798038103D269B633813FC60C", "spanId": "EEE19B7EC3C1B174", "name": "chat",
+         "startTimeUnixNano": str(T0), "attributes": attributes({
+             "gen_ai.conversation.id": "conv-9", "user.email": "dev@example.com",
+             "gen_ai.usage.input_tokens": 12_000, "gen_ai.usage.cache_read.input_tokens": 9_000,
+             "gen_ai.usage.cache_write.input_tokens": 2_000, "gen_ai.usage.output_tokens": 30})},
+        {"traceId": "5B8EFFF798038103D269B633813FC60C", "spanId": "EEE19B7EC3C1B175", "name": "compact",
+         "startTimeUnixNano": str(T0 + 10**9),
+         "attributes": attributes({"gen_ai.conversation.id": "conv-9", "gen_ai.conversation.compacted": True})},
+    ]  # fmt: skip
+    document = {"resourceSpans": [{"resource": {"attributes": []},
+                                   "scopeSpans": [{"scope": {"name": "s"}, "spans": spans}]}]}  # fmt: skip
+    assert partial(send("traces", document)) == {}
+    upload = RawUpload.objects.get(source="otlp")
+    assert upload.content_type == "application/x-protobuf"  # re-encoded after redaction
+    assert b"dev@example.com" not in upload.file.read()
+    call = Call.objects.get(session__external_id="conv-9")
+    assert (call.input_tokens, call.cache_creation_tokens, call.cache_read_tokens) == (
+        1_000,
+        2_000,
+        9_000,
+    )
+    assert Compaction.objects.filter(session__external_id="conv-9").count() == 1
