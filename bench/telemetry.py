@@ -174,6 +174,7 @@ def run_once(batches: int, clients: int, server_workers: int) -> dict:
             requests.post(
                 f"{base}/v1/{signal}", data=body, headers=headers, timeout=60
             ).raise_for_status()
+        load_before = os.getloadavg()[0]
         logs_seconds, logs_failures = _post_all(f"{base}/v1/logs", logs[1:], headers, clients)
         traces_seconds, traces_failures = _post_all(
             f"{base}/v1/traces", spans[1:], headers, clients
@@ -185,6 +186,7 @@ def run_once(batches: int, clients: int, server_workers: int) -> dict:
             "logs_per_s": records / logs_seconds,
             "traces_per_s": records / traces_seconds,
             "decode_per_s": decode_rate,
+            "load": (load_before, os.getloadavg()[0]),
             "failures": len(logs_failures) + len(traces_failures),
             "failure_sample": (logs_failures + traces_failures)[:2],
             "stored_events": _count("traces_telemetryevent"),
@@ -227,6 +229,11 @@ def main() -> None:
             f"| `/v1/logs` ÷ `/v1/traces`, median of the runs | {statistics.median(ratios):.2f} | – |",
             f"| Floor: in-process protobuf decode and normalisation of the same log batches, median | {statistics.median(r['decode_per_s'] for r in runs):,.0f} records/s | – |",
         ]
+    ) + (
+        "\n\nOne-minute load average at the start and end of each run's sends: "
+        + ", ".join(f"{a:.1f}→{b:.1f}" for a, b in (r["load"] for r in runs))
+        + f" (on {os.cpu_count()} cores; other work on the machine slows every figure alike, "
+        "so compare only the ratio within a run)."
     ) + (
         "\n\nEvery request stores its body (identity attributes hashed, re-encoded, fsynced) and "
         "its events in one transaction before answering; `/v1/traces` also loads calls and "

@@ -338,3 +338,10 @@ def test_traces_are_stored_redacted_and_compacted_spans_count(send, workspace):
         9_000,
     )
     assert Compaction.objects.filter(session__external_id="conv-9").count() == 1
+
+
+def test_up_down_counters_may_go_negative(send):
+    document = metrics([point(-3, 60), point(-5, 120)], temporality=2, name="queue.depth")
+    document["resourceMetrics"][0]["scopeMetrics"][0]["metrics"][0]["sum"]["isMonotonic"] = False
+    assert partial(send("metrics", document)) == {}
+    assert stored_values() == [-3.0, -2.0]

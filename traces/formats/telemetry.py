@@ -546,6 +546,7 @@ class MetricPoint:
     type: str = ""
     model: str = ""
     query_source: str = ""
+    monotonic: bool = True
 
 
 @dataclass
@@ -556,17 +557,18 @@ class MetricsResult:
     ignored_points: int = 0  # gauges, histograms and summaries of other metrics
 
 
-def _point_value(point, name: str) -> float:
+def _point_value(point, name: str, signed: bool) -> float:
+    """The point's number; `signed` (an up-down counter) allows negative values."""
     kind = point.WhichOneof("value")
     if kind is None:
         raise Rejected(f"{name}: data point has no value (asInt or asDouble)")
     value = point.as_int if kind == "as_int" else point.as_double
     if not math.isfinite(value):
         raise Rejected(f"{name}: value {value} is not finite")
-    if value < 0:
+    if value < 0 and not signed:
         raise Rejected(f"{name}: value {value} is negative")
     limit = MAX_COST_USD if name == "claude_code.cost.usage" else MAX_TOKENS
-    if value > limit:
+    if abs(value) > limit:
         raise Rejected(f"{name}: value {value:,} is not plausible (over {limit:,})")
     return float(value)
 
@@ -598,7 +600,8 @@ def _metric_points(metric, base_path: str, resource: dict, scope: str, result: M
                     f"{name}: aggregationTemporality {temporality} is not delta (1) or "
                     "cumulative (2)" + (": it is unspecified" if temporality == 0 else "")
                 )
-            value = _point_value(point, name)
+            monotonic = metric.sum.is_monotonic or name in USAGE_METRICS
+            value = _point_value(point, name, signed=not monotonic)
             if not point.time_unix_nano:
                 raise Rejected(f"{name}: data point has no timeUnixNano")
             attrs = attributes_dict(point.attributes)
@@ -618,6 +621,7 @@ def _metric_points(metric, base_path: str, resource: dict, scope: str, result: M
                     type=_text(attrs, "type", 32),
                     model=_text(attrs, "model"),
                     query_source=_text(attrs, "query_source", 100),
+                    monotonic=monotonic,
                 )
             )
         except Rejected as exc:

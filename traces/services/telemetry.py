@@ -323,7 +323,7 @@ def otlp_metrics_receive(
     A cumulative point becomes its increase over the previous point of its series (same
     start time); a new start time is a reset, so the point's value is the increase. A
     series keeps the temporality it was first sent with; a point sent with the other, or
-    a cumulative point below its predecessor, is rejected with the reason."""
+    a monotonic cumulative point below its predecessor, is rejected with the reason."""
     with transaction.atomic():
         upload, created, stored, stored_type, request = otlp_body_store(
             workspace=workspace, user=user, body=body, content_type=content_type, signal="metrics"
@@ -336,8 +336,12 @@ def otlp_metrics_receive(
         # One writer per series at a time: the previous point read below stays the previous.
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
-                for series in sorted({p.series_key for p in result.points}):
-                    cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [series])
+                cursor.execute(
+                    # The keys in one order for every request (unnest keeps the sorted
+                    # list's order): two requests cannot wait on each other.
+                    "SELECT pg_advisory_xact_lock(hashtext(k)) FROM unnest(%s::text[]) AS k",
+                    [sorted({p.series_key for p in result.points})],
+                )
         stored_pairs = _stored_times(workspace, result.points)
         last = _last_points(workspace, {p.series_key for p in result.points})
         accepted: list[tuple[MetricPoint, float, float | None]] = []
@@ -366,7 +370,7 @@ def otlp_metrics_receive(
                     continue
                 same_start = previous is not None and previous[1] == point.start_ns
                 delta = point.value - previous[2] if same_start else point.value
-                if delta < 0:
+                if delta < 0 and point.monotonic:
                     result.rejected.append(
                         (point.path, f"{point.name}: cumulative value fell from {previous[2]:g} "
                                      f"to {point.value:g} with the same start time")
