@@ -190,6 +190,8 @@ def test_codex_events(send):
     assert "exceeds input_token_count" in rejected["errorMessage"]
     session = Session.objects.get(harness="codex", external_id=conversation)
     assert (session.context_window, session.auto_compact_token_limit) == (272_000, 244_800)
+    assert session.started_at.timestamp() == T0 / 1e9  # its earliest event
+    assert session.harness_version == "0.63.0"
     completed = TelemetryEvent.objects.get(name="codex.sse_event")
     assert (
         completed.input_tokens,

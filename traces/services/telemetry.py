@@ -108,9 +108,17 @@ def otlp_body_store(
     return upload, created, stored, stored_type, request
 
 
-def _sessions_for(workspace: Workspace, wanted: dict[tuple[str, str], str]) -> dict:
-    """(harness, external id) -> session pk, creating missing sessions (with the app
-    version they were first seen with)."""
+def _sessions_for(workspace: Workspace, records: list) -> dict:
+    """(harness, external id) -> session pk for the records' sessions, creating missing
+    ones with the app version and earliest time the records show (so that a session known
+    only from telemetry sorts by its time in the sessions list)."""
+    wanted: dict[tuple[str, str], tuple[str, object]] = {}
+    for record in records:
+        name = (record.harness, record.session_id)
+        version = getattr(record, "app_version", "")
+        seen = wanted.get(name)
+        if seen is None or record.timestamp < seen[1]:
+            wanted[name] = (version or (seen[0] if seen else ""), record.timestamp)
     if not wanted:
         return {}
     external_ids = {external for _, external in wanted}
@@ -127,7 +135,8 @@ def _sessions_for(workspace: Workspace, wanted: dict[tuple[str, str], str]) -> d
     found = existing()
     missing = [
         Session(workspace=workspace, harness=harness, external_id=external,
-                harness_version=wanted[(harness, external)][:64])
+                harness_version=wanted[(harness, external)][0][:64],
+                started_at=wanted[(harness, external)][1])
         for harness, external in wanted
         if (harness, external) not in found
     ]  # fmt: skip
@@ -175,9 +184,7 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
         )
         if not created:
             return result
-        sessions = _sessions_for(
-            workspace, {(e.harness, e.session_id): e.app_version for e in result.events}
-        )
+        sessions = _sessions_for(workspace, result.events)
         links = _linked_calls(
             {
                 (sessions[(e.harness, e.session_id)], e.request_id)
@@ -380,10 +387,7 @@ def otlp_metrics_receive(
             else:
                 accepted.append((point, point.value, None))
             last[point.series_key] = (point.time_ns, point.start_ns, point.value, kind)
-        sessions = _sessions_for(
-            workspace,
-            {(p.harness, p.session_id): "" for p, _, _ in accepted if p.session_id},
-        )
+        sessions = _sessions_for(workspace, [p for p, _, _ in accepted if p.session_id])
         rows = [
             (workspace.pk, sessions.get((p.harness, p.session_id)) if p.session_id else None,
              upload.pk, p.name, p.series_key, TEMPORALITY_NAMES[p.temporality], p.start_ns,
