@@ -14,6 +14,7 @@ VIEWER_DB = "gov_annotations_bench"
 
 BENCHMARKS = (
     ["bench.traces"],
+    ["bench.telemetry"],
     ["bench.analytics", "--calls", "1000000"],
     ["bench.qualification"],
     ["bench.artifacts"],
