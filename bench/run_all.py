@@ -14,6 +14,7 @@ FRESH_DATABASES = {"bench.annotations": "gov_annotations_bench", "bench.audit": 
 
 BENCHMARKS = (
     ["bench.traces"],
+    ["bench.telemetry"],
     ["bench.analytics", "--calls", "1000000"],
     ["bench.qualification"],
     ["bench.artifacts"],

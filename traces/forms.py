@@ -3,6 +3,7 @@
 from django import forms
 
 from traces.formats import FORMATS
+from traces.models import IdentityHandling
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -39,4 +40,14 @@ class UploadForm(forms.Form):
         choices=[("auto", "Detect automatically"), *[(f, f) for f in FORMATS]],
         initial="auto",
         help_text="Leave on automatic unless detection picks the wrong format.",
+    )
+
+
+class TelemetryPolicyForm(forms.Form):
+    identity = forms.ChoiceField(
+        choices=IdentityHandling.choices,
+        widget=forms.RadioSelect,
+        label="Identity attributes",
+        help_text="user.email, user.account_uuid, user.account_id, user.id and organization.id, "
+        "wherever an OTLP request carries them (resource, record, data point or span).",
     )

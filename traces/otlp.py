@@ -1,8 +1,11 @@
-"""The OTLP/HTTP trace receiver: POST /v1/traces, protobuf or JSON, optional gzip or deflate.
+"""The OTLP/HTTP receivers: POST /v1/traces, /v1/logs and /v1/metrics, protobuf or JSON,
+optional gzip or deflate, the same token auth and size limits for all three.
 
 Answers follow the OTLP specification: the response uses the request's content type;
-success is an (empty or partial-success) ExportTraceServiceResponse; errors carry a
-google.rpc.Status. A 2xx answer means the raw request and its calls are committed.
+success is an (empty or partial-success) Export*ServiceResponse whose message names every
+rejected span, log record or data point and the reason; errors carry a google.rpc.Status.
+A 2xx answer means the request (redacted under the workspace's identity policy) and what
+was read from it are committed.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from google.rpc import status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from governance.models import Role
 from governance.services import TokenRejected, api_token_authenticate
 from traces.formats.otlp import OtlpDecodeError
-from traces.services import otlp_receive
+from traces.services import otlp_logs_receive, otlp_metrics_receive, otlp_receive
 
 MAX_BODY = 64 * 1024 * 1024
 # Content-Encoding -> zlib wbits: gzip framing, or zlib framing for deflate (RFC 9110),
@@ -50,20 +57,38 @@ def _error(kind: str | None, http_status: int, code: int, message: str) -> HttpR
     )
 
 
-def _success(kind: str, rejected: list[tuple[str, str]]) -> HttpResponse:
+# signal -> (receive service, response message, partial-success field, JSON field, noun)
+SIGNALS = {
+    "traces": (otlp_receive, ExportTraceServiceResponse, "rejected_spans", "rejectedSpans", "span"),
+    "logs": (otlp_logs_receive, ExportLogsServiceResponse, "rejected_log_records",
+             "rejectedLogRecords", "log record"),
+    "metrics": (otlp_metrics_receive, ExportMetricsServiceResponse, "rejected_data_points",
+                "rejectedDataPoints", "data point"),
+}  # fmt: skip
+SHOWN_REJECTIONS = 20
+
+
+def _success(kind: str, signal: str, rejected: list[tuple[str, str]]) -> HttpResponse:
+    _, response_class, field, json_field, noun = SIGNALS[signal]
     message = ""
     if rejected:
-        shown = "; ".join(f"span {span_id}: {reason}" for span_id, reason in rejected[:20])
-        more = f" (and {len(rejected) - 20} more)" if len(rejected) > 20 else ""
-        message = f"{len(rejected)} span(s) rejected: {shown}{more}"
+        shown = "; ".join(
+            f"{noun} {where}: {reason}" for where, reason in rejected[:SHOWN_REJECTIONS]
+        )
+        more = (
+            f" (and {len(rejected) - SHOWN_REJECTIONS} more)"
+            if len(rejected) > SHOWN_REJECTIONS
+            else ""
+        )
+        message = f"{len(rejected)} {noun}(s) rejected: {shown}{more}"
     if kind == PROTOBUF:
-        response = ExportTraceServiceResponse()
+        response = response_class()
         if rejected:
-            response.partial_success.rejected_spans = len(rejected)
+            setattr(response.partial_success, field, len(rejected))
             response.partial_success.error_message = message
         return HttpResponse(response.SerializeToString(), content_type=PROTOBUF)
     body = (
-        {"partialSuccess": {"rejectedSpans": str(len(rejected)), "errorMessage": message}}
+        {"partialSuccess": {json_field: str(len(rejected)), "errorMessage": message}}
         if rejected
         else {}
     )
@@ -74,6 +99,24 @@ def _success(kind: str, rejected: list[tuple[str, str]]) -> HttpResponse:
 @login_not_required
 @require_POST
 def receive_traces(request):
+    return _receive(request, "traces")
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+def receive_logs(request):
+    return _receive(request, "logs")
+
+
+@csrf_exempt
+@login_not_required
+@require_POST
+def receive_metrics(request):
+    return _receive(request, "metrics")
+
+
+def _receive(request, signal: str):
     kind = _kind(request.META.get("CONTENT_TYPE", ""))
     header = request.META.get("HTTP_AUTHORIZATION", "")
     scheme, _, raw_token = header.partition(" ")
@@ -86,7 +129,7 @@ def receive_traces(request):
     except TokenRejected as exc:
         return _error(kind, 401, UNAUTHENTICATED, str(exc))
     if membership.role < Role.EDITOR:
-        return _error(kind, 403, PERMISSION_DENIED, "Sending traces needs the editor role.")
+        return _error(kind, 403, PERMISSION_DENIED, f"Sending {signal} needs the editor role.")
     if kind is None:
         return _error(
             JSON,
@@ -117,10 +160,9 @@ def receive_traces(request):
             INVALID_ARGUMENT,
             f"Unsupported Content-Encoding {encoding!r}; use gzip or deflate.",
         )
+    receive = SIGNALS[signal][0]
     try:
-        result = otlp_receive(
-            workspace=token.workspace, user=token.user, body=body, content_type=kind
-        )
+        result = receive(workspace=token.workspace, user=token.user, body=body, content_type=kind)
     except OtlpDecodeError as exc:
         return _error(kind, 400, INVALID_ARGUMENT, str(exc))
-    return _success(kind, result.rejected)
+    return _success(kind, signal, result.rejected)

@@ -113,3 +113,12 @@ def workspace_trace_totals(*, workspace: Workspace) -> dict:
         max_context=Max("max_context"),
         last_started=Max("started_at"),
     )
+
+
+def telemetry_policy_peek(*, workspace):
+    """The workspace's telemetry policy, or the defaults (unsaved) if it has none yet."""
+    from traces.models import TelemetryPolicy
+
+    return TelemetryPolicy.objects.filter(workspace=workspace).first() or TelemetryPolicy(
+        workspace=workspace
+    )

@@ -8,17 +8,22 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 
 from governance.htmx import htmx_partial
-from governance.models import Job, JobStatus
+from governance.models import Job, JobStatus, Role
 from governance.services import InputError
 from governance.views import WorkspaceListView, WorkspaceTemplateView
 from traces import selectors
 from traces.analysis import task_types
 from traces.charts import AgentSeries, CompactionMark, context_timeline
 from traces.filters import SessionFilter
-from traces.forms import UploadForm
+from traces.forms import TelemetryPolicyForm, UploadForm
 from traces.models import AgentKind, UploadSource
 from traces.pricing import selectors as pricing_selectors
-from traces.services import JOB_KIND, UploadTooLarge, trace_uploads_receive
+from traces.services import (
+    JOB_KIND,
+    UploadTooLarge,
+    telemetry_policy_update,
+    trace_uploads_receive,
+)
 
 
 class SessionListView(WorkspaceListView):
@@ -170,3 +175,29 @@ class TaskTypesView(WorkspaceTemplateView):
         return super().get_context_data(
             rules=task_types.__doc__, labels=task_types.LABELS, **kwargs
         )
+
+
+class TelemetrySettingsView(WorkspaceTemplateView):
+    """How identity attributes in OTLP telemetry are stored. Everyone sees it; admins change it."""
+
+    template_name = "traces/telemetry_settings.html"
+    write_role = Role.ADMIN
+
+    def get_context_data(self, **kwargs):
+        policy = selectors.telemetry_policy_peek(workspace=self.workspace)
+        return super().get_context_data(
+            policy=policy,
+            form=kwargs.pop("form", None)
+            or TelemetryPolicyForm(initial={"identity": policy.identity}),
+            **kwargs,
+        )
+
+    def post(self, request, *args, **kwargs):
+        form = TelemetryPolicyForm(request.POST)
+        if not form.is_valid():
+            return render(request, self.template_name, self.get_context_data(form=form), status=400)
+        telemetry_policy_update(
+            workspace=self.workspace, actor=request.user, identity=form.cleaned_data["identity"]
+        )
+        messages.success(request, "Telemetry settings saved.")
+        return redirect("traces:telemetry_settings", self.workspace.slug)

@@ -58,6 +58,7 @@ def test_one_audit_event_per_otlp_request(workspace, members):
         "rejected_spans": 0,
         "duplicate_spans": 0,
         "calls": 3,
+        "compactions": 0,
         "sessions": 1,
         "agents": 1,
     }

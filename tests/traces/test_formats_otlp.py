@@ -138,3 +138,56 @@ def test_a_count_past_a_64_bit_sum_rejects_only_its_span():
     result = normalise(spans_from_json(body))
     assert [c.context_tokens for c in result.calls] == [300]
     assert "not a plausible count" in dict(result.rejected)["eee19b7ec3c1b178"]
+
+
+def usage_of(**attrs):
+    (call,) = normalise(spans_from_json(request([span(**attrs)]))).calls
+    return (call.input_tokens, call.cache_read_tokens, call.cache_creation_tokens,
+            call.output_tokens, call.reasoning_tokens, call.context_tokens)  # fmt: skip
+
+
+def test_current_genai_cache_write_name_is_not_fresh_input():
+    current = usage_of(**{
+        "gen_ai__usage__input_tokens": 12000, "gen_ai__usage__cache_read__input_tokens": 9000,
+        "gen_ai__usage__cache_write__input_tokens": 2000, "gen_ai__usage__output_tokens": 300,
+        "gen_ai__usage__reasoning__output_tokens": 120,
+    })  # fmt: skip
+    assert current == (1000, 9000, 2000, 300, 120, 12000)
+
+
+def test_older_and_vendor_cache_names_mean_the_same():
+    sentry = usage_of(**{
+        "gen_ai__usage__input_tokens": 12000, "gen_ai__usage__input_tokens__cached": 9000,
+        "gen_ai__usage__input_tokens__cache_write": 2000, "gen_ai__usage__output_tokens": 300,
+        "gen_ai__usage__output_tokens__reasoning": 120,
+    })  # fmt: skip
+    older = usage_of(**{
+        "gen_ai__usage__prompt_tokens": 12000, "gen_ai__usage__cache_read__input_tokens": 9000,
+        "gen_ai__usage__cache_creation__input_tokens": 2000, "gen_ai__usage__completion_tokens": 300,
+        "gen_ai__usage__reasoning__output_tokens": 120,
+    })  # fmt: skip
+    openinference = usage_of(**{
+        "llm__token_count__prompt": 12000, "llm__token_count__prompt_details__cache_read": 9000,
+        "llm__token_count__prompt_details__cache_write": 2000, "llm__token_count__completion": 300,
+        "llm__token_count__completion_details__reasoning": 120,
+    })  # fmt: skip
+    assert sentry == older == openinference == (1000, 9000, 2000, 300, 120, 12000)
+
+
+def test_provider_name_current_and_older():
+    current = request([span(gen_ai__provider__name="anthropic", gen_ai__usage__input_tokens=5)])
+    older = request([span(gen_ai__system="openai", gen_ai__usage__input_tokens=5)])
+    assert normalise(spans_from_json(current)).calls[0].text["span"]["provider"] == "anthropic"
+    assert normalise(spans_from_json(older)).calls[0].text["span"]["provider"] == "openai"
+
+
+def test_conversation_compacted_marks_a_compaction():
+    marked = span(span_id="eee19b7ec3c1b175", gen_ai__conversation__id="conv-7")
+    marked["attributes"].append(
+        {"key": "gen_ai.conversation.compacted", "value": {"boolValue": True}}
+    )
+    unmarked = span(gen_ai__conversation__id="conv-7")
+    result = normalise(spans_from_json(request([marked, unmarked])))
+    (compaction,) = result.compactions
+    assert (compaction.session_id, compaction.key) == ("conv-7", f"span:{TRACE}:eee19b7ec3c1b175")
+    assert result.calls == [] and result.ignored_spans == 1

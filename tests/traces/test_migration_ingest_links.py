@@ -11,6 +11,14 @@ BEFORE = [("traces", "0006_ingested_file_growth"), ("governance", "0002_job_hear
 AFTER = [("traces", "0007_ingest_links")]
 
 
+@pytest.fixture(autouse=True)
+def latest_schema_after():
+    """Leave every migration applied: the tests after this one need the later tables."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("latest_schema")
 def test_backfill_links_files_jobs_and_stamps_sessions():

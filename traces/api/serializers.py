@@ -3,7 +3,7 @@
 from rest_framework import serializers
 
 from governance.api.serializers import JobSerializer
-from traces.models import Agent, Call, Compaction, Run, Session
+from traces.models import Agent, Call, Compaction, IdentityHandling, Run, Session
 
 
 class TokensSerializer(serializers.Serializer):
@@ -93,3 +93,13 @@ class TraceUploadSerializer(serializers.Serializer):
 class TraceUploadAcceptedSerializer(serializers.Serializer):
     job = JobSerializer()
     job_url = serializers.URLField()
+
+
+class TelemetryPolicySerializer(serializers.Serializer):
+    identity = serializers.ChoiceField(
+        choices=IdentityHandling.choices,
+        help_text="What happens to user.email, user.account_uuid, user.account_id, user.id and "
+        "organization.id in OTLP requests before anything is stored: `keep` them, `hash` them "
+        "with the workspace's secret key (HMAC-SHA256, the default), or `drop` them.",
+    )
+    updated_at = serializers.DateTimeField(read_only=True, allow_null=True)

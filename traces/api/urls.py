@@ -1,5 +1,6 @@
 """Traces API routes under /api/v1/."""
 
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from traces.api import views
@@ -9,4 +10,7 @@ router.register("trace-uploads", views.TraceUploadViewSet, basename="trace-uploa
 router.register("ingest-jobs", views.IngestJobViewSet, basename="ingest-job")
 router.register("sessions", views.SessionViewSet, basename="session")
 
-urlpatterns = [*router.urls]
+urlpatterns = [
+    *router.urls,
+    path("telemetry/settings/", views.TelemetrySettingsView.as_view(), name="telemetry-settings"),
+]

@@ -1,4 +1,5 @@
-"""Traces API: uploads, sessions with their calls, compactions, agents and runs, ingest jobs."""
+"""Traces API: uploads, sessions with their calls, compactions, agents and runs, ingest jobs,
+telemetry settings."""
 
 from django.conf import settings
 from django.core.exceptions import TooManyFilesSent
@@ -8,6 +9,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from governance.api.serializers import JobSerializer
 from governance.api.viewsets import WorkspaceReadOnlyViewSet, WorkspaceScopedMixin
@@ -17,7 +19,12 @@ from traces import selectors
 from traces.api import serializers
 from traces.filters import SessionFilter
 from traces.models import Session, UploadSource
-from traces.services import JOB_KIND, UploadTooLarge, trace_uploads_receive
+from traces.services import (
+    JOB_KIND,
+    UploadTooLarge,
+    telemetry_policy_update,
+    trace_uploads_receive,
+)
 
 
 class PayloadTooLarge(APIException):
@@ -144,3 +151,38 @@ class SessionViewSet(
         return Response(
             serializers.RunSerializer(selectors.session_runs(session=session), many=True).data
         )
+
+
+class TelemetrySettingsView(APIView):
+    """The workspace's OTLP telemetry settings: everyone reads them, admins change them."""
+
+    write_role = Role.ADMIN
+
+    @extend_schema(
+        responses=serializers.TelemetryPolicySerializer,
+        summary="Telemetry settings",
+        description="How identity attributes in OTLP traces, logs and metrics are stored.",
+    )
+    def get(self, request):
+        policy = selectors.telemetry_policy_peek(workspace=request.workspace)
+        return Response(serializers.TelemetryPolicySerializer(policy).data)
+
+    @extend_schema(
+        request=serializers.TelemetryPolicySerializer,
+        responses=serializers.TelemetryPolicySerializer,
+        summary="Change telemetry settings",
+        description=(
+            "Admins only. The change applies to requests received from now on (their raw "
+            "bodies included); stored data keeps the treatment it was stored with. Audited as "
+            "`telemetry_policy.update`."
+        ),
+    )
+    def patch(self, request):
+        payload = serializers.TelemetryPolicySerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        policy = telemetry_policy_update(
+            workspace=request.workspace,
+            actor=request.user,
+            identity=payload.validated_data["identity"],
+        )
+        return Response(serializers.TelemetryPolicySerializer(policy).data)

@@ -1,18 +1,21 @@
 """OTLP trace requests (protobuf or OTLP/JSON) into call records. No Django.
 
-Three attribute dialects are understood, in this order of precedence:
+Three attribute dialects are understood, in this order of precedence (docs/traces.md has
+the table of every accepted name):
 
 * Claude Code's own spans (`claude_code.llm_request`): unprefixed `input_tokens`,
   `cache_read_tokens`, `cache_creation_tokens` with Anthropic's meaning (cache excluded);
 * the OpenTelemetry GenAI conventions: `gen_ai.usage.input_tokens` *includes* the cache
-  counts (`gen_ai.usage.cache_read.input_tokens`, `…cache_creation.input_tokens` and the
-  aliases seen in the wild). If the cache counts exceed the input count, the producer
-  used Anthropic's meaning and the counts are added instead;
+  counts (`gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_write.input_tokens`,
+  the older `…cache_creation.input_tokens` and Sentry's aliases). If the cache counts
+  exceed the input count, the producer used Anthropic's meaning and the counts are added
+  instead;
 * OpenInference: `llm.token_count.prompt` with `prompt_details.cache_read/cache_write`
   as subsets.
 
 `gen_ai.conversation.id` (else `session.id`, else the trace id) names the session. Spans
-without token counts (tools, interactions) are accepted and not turned into calls.
+without token counts (tools, interactions) are accepted and not turned into calls. A span
+with `gen_ai.conversation.compacted` true also marks a compaction of its session.
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ from datetime import UTC, datetime
 
 import orjson
 
-from traces.formats.records import MAX_TOKEN_COUNT, AgentInfo, CallRecord, SessionInfo
+from traces.formats.records import (
+    MAX_TOKEN_COUNT,
+    AgentInfo,
+    CallRecord,
+    CompactionRecord,
+    SessionInfo,
+)
 
 HARNESS = "otlp"
 
@@ -38,20 +47,27 @@ OUTPUT_KEYS = (
 )
 CACHE_READ_KEYS = (
     "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.input_tokens.cached",
     "gen_ai.usage.cache_read_input_tokens",
     "gen_ai.usage.cached_tokens",
     "gen_ai.usage.input_cached_tokens",
 )
 CACHE_WRITE_KEYS = (
+    "gen_ai.usage.cache_write.input_tokens",
     "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.input_tokens.cache_write",
     "gen_ai.usage.cache_creation_input_tokens",
     "gen_ai.usage.cache_write_tokens",
 )
 REASONING_KEYS = (
     "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.output_tokens.reasoning",
+    "codex.usage.reasoning_output_tokens",
     "gen_ai.usage.reasoning_tokens",
     "llm.token_count.completion_details.reasoning",
 )
+PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
+COMPACTED_KEY = "gen_ai.conversation.compacted"
 MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "model", "llm.model_name")
 SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "session_id")
 AGENT_KEYS = ("gen_ai.agent.id", "agent_id", "agent.id")
@@ -81,6 +97,7 @@ class OtlpResult:
     sessions: dict[str, SessionInfo] = field(default_factory=dict)
     agents: dict[tuple[str, str], AgentInfo] = field(default_factory=dict)
     calls: list[CallRecord] = field(default_factory=list)
+    compactions: list[CompactionRecord] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (span id, reason)
     spans: int = 0
     ignored_spans: int = 0
@@ -89,6 +106,7 @@ class OtlpResult:
         yield from self.sessions.values()
         yield from self.agents.values()
         yield from self.calls
+        yield from self.compactions
 
 
 # --- decoding ---------------------------------------------------------------------
@@ -326,7 +344,8 @@ def normalise(spans: Iterator[Span | tuple[str, str]]) -> OtlpResult:
         except _Bad as exc:
             result.rejected.append((span.span_id, str(exc)))
             continue
-        if usage is None:
+        compacted = span.attributes.get(COMPACTED_KEY) in (True, 1, "true", "True")
+        if usage is None and not compacted:
             result.ignored_spans += 1
             continue
         if span.start_ns <= 0:
@@ -360,6 +379,20 @@ def normalise(spans: Iterator[Span | tuple[str, str]]) -> OtlpResult:
                 parent_agent_id=str(parent_agent) if parent_agent else "main",
                 agent_type=str(attrs.get("gen_ai.agent.name") or ""),
             )
+        if compacted:
+            result.compactions.append(
+                CompactionRecord(
+                    harness=HARNESS,
+                    session_id=session_id,
+                    agent_id=agent_id,
+                    key=f"span:{span.trace_id}:{span.span_id}",
+                    timestamp=started,
+                    trigger="unknown",
+                    line=0,
+                )
+            )
+            if usage is None:
+                continue
         blocks = []
         for key in (
             "gen_ai.completion",
@@ -380,7 +413,16 @@ def normalise(spans: Iterator[Span | tuple[str, str]]) -> OtlpResult:
                 is_sidechain=agent_id != "main",
                 text={
                     "blocks": blocks,
-                    "span": {"name": span.name, "trace_id": span.trace_id, "span_id": span.span_id},
+                    "span": {
+                        "name": span.name,
+                        "trace_id": span.trace_id,
+                        "span_id": span.span_id,
+                        "provider": str(
+                            _first(attrs, PROVIDER_KEYS)
+                            or _first(span.resource, PROVIDER_KEYS)
+                            or ""
+                        ),
+                    },
                 },
                 **usage,
             )

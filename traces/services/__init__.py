@@ -63,6 +63,13 @@ from traces.services.paths import (
     expand_paths,
     ingest_paths,
 )
+from traces.services.telemetry import (
+    otlp_body_store,
+    otlp_logs_receive,
+    otlp_metrics_receive,
+    telemetry_policy_for,
+    telemetry_policy_update,
+)
 from traces.services.uploads import (
     _MovableTempFile,
     _raw_uploads_keep,
@@ -124,12 +131,17 @@ __all__ = [
     "ingest_job_queue",
     "ingest_paths",
     "ingest_upload",
+    "otlp_body_store",
+    "otlp_logs_receive",
+    "otlp_metrics_receive",
     "otlp_receive",
     "raw_upload_store",
     "raw_uploads_store_paths",
     "sessions_derive",
     "sessions_derive_run",
     "tables_analyze_after_load",
+    "telemetry_policy_for",
+    "telemetry_policy_update",
     "trace_ingest_job_run",
     "trace_uploads_receive",
 ]

@@ -8,30 +8,26 @@ from governance.models import Workspace
 from governance.services import audit_record
 from traces.formats.otlp import OtlpResult, parse_request
 from traces.ingest import IngestSummary, TraceLoader
-from traces.models import UploadSource
 from traces.services.derivation import (
     _sessions_mark,
     derive_pending_queue,
 )
-from traces.services.uploads import raw_upload_store
+from traces.services.telemetry import otlp_body_store
 
 
 def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) -> OtlpResult:
-    """Store the raw request, decode it, and load its calls before answering (2xx means
-    durable). A body that cannot be decoded is kept too, then OtlpDecodeError is raised."""
-    upload, created = raw_upload_store(
-        workspace=workspace,
-        name="otlp-request.pb" if "protobuf" in content_type else "otlp-request.json",
-        chunks=[body],
-        source=UploadSource.OTLP,
-        user=user,
-        content_type=content_type,
+    """Store the request, decode it, and load its calls before answering (2xx means
+    durable). The workspace's identity policy is applied to the body before it is stored
+    (see `otlp_body_store`). A body that cannot be decoded is kept too, unless it may hold
+    identity attributes; then OtlpDecodeError is raised."""
+    upload, created, stored, stored_type, _ = otlp_body_store(
+        workspace=workspace, user=user, body=body, content_type=content_type, signal="traces"
     )
-    result = parse_request(body, content_type)
+    result = parse_request(stored, stored_type)
     if not created:
         return result  # the same bytes were received before: nothing new is written
     summary = IngestSummary()
-    if result.calls:
+    if result.calls or result.compactions:
         loader = TraceLoader(
             workspace=workspace,
             summary=summary,
@@ -62,6 +58,7 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
             # Spans whose call was stored already (a resent batch) or repeated in this one.
             "duplicate_spans": len(result.calls) - summary.calls,
             "calls": summary.calls,
+            "compactions": len(result.compactions),
             "sessions": summary.sessions,
             "agents": summary.agents,
         },

@@ -1,0 +1,415 @@
+"""OTLP logs and metrics (Claude Code and Codex telemetry): the workspace's identity
+policy, the request stored (redacted) before anything else, then its events and metric
+points. A 2xx answer means the request and its rows are committed together."""
+
+from __future__ import annotations
+
+import orjson
+from django.db import IntegrityError, connection, transaction
+
+from governance.models import Workspace
+from governance.services import InputError, audit_record
+from traces.formats.otlp import OtlpDecodeError
+from traces.formats.telemetry import (
+    CUMULATIVE,
+    IDENTITY_KEEP,
+    TEMPORALITY_NAMES,
+    LogsResult,
+    MetricPoint,
+    MetricsResult,
+    decode,
+    may_hold_identity,
+    normalise_logs,
+    normalise_metrics,
+    redacted_body,
+)
+from traces.models import (
+    IdentityHandling,
+    RawUpload,
+    Session,
+    TelemetryEvent,
+    TelemetryMetricPoint,
+    TelemetryPolicy,
+    UploadSource,
+)
+from traces.services.uploads import raw_upload_store
+
+INSERT_BATCH = 1000
+
+# --- the identity policy ------------------------------------------------------------------
+
+
+def telemetry_policy_for(*, workspace: Workspace) -> TelemetryPolicy:
+    """The workspace's policy, created with the defaults (hash) on first use."""
+    policy = TelemetryPolicy.objects.filter(workspace=workspace).first()
+    if policy is not None:
+        return policy
+    TelemetryPolicy.objects.bulk_create(
+        [TelemetryPolicy(workspace=workspace)], ignore_conflicts=True
+    )
+    return TelemetryPolicy.objects.get(workspace=workspace)
+
+
+def telemetry_policy_update(*, workspace: Workspace, actor, identity: str) -> TelemetryPolicy:
+    """Change what happens to identity attributes from now on; audited. Stored data keeps
+    the treatment it was stored with."""
+    if identity not in IdentityHandling.values:
+        raise InputError(
+            f"identity must be one of {', '.join(IdentityHandling.values)}, got {identity!r}"
+        )
+    with transaction.atomic():
+        policy = telemetry_policy_for(workspace=workspace)
+        policy = TelemetryPolicy.objects.select_for_update().get(pk=policy.pk)
+        before = policy.identity
+        policy.identity = identity
+        policy.updated_by = actor if getattr(actor, "pk", None) else None
+        policy.save()
+        if before != identity:
+            audit_record(
+                workspace=workspace,
+                actor=actor,
+                action="telemetry_policy.update",
+                obj=policy,
+                data={"changed": {"identity": {"from": before, "to": identity}}},
+            )
+    return policy
+
+
+# --- storing the request ------------------------------------------------------------------
+
+
+def otlp_body_store(
+    *, workspace: Workspace, user, body: bytes, content_type: str, signal: str
+) -> tuple[RawUpload, bool, bytes, str, object | None]:
+    """Store an OTLP body under the workspace's identity policy, durably.
+
+    Returns (upload, created, stored bytes, their content type, the decoded request or
+    None). A body that cannot be decoded is stored only when it cannot hold identity
+    attributes (or the policy keeps them); then OtlpDecodeError is raised.
+    """
+    policy = telemetry_policy_for(workspace=workspace)
+    try:
+        stored, stored_type, request = redacted_body(
+            body, content_type, signal, policy.identity, policy.identity_key
+        )
+    except OtlpDecodeError:
+        if policy.identity != IDENTITY_KEEP and may_hold_identity(body):
+            raise
+        stored, stored_type, request = body, content_type, None
+    extension = "pb" if "protobuf" in stored_type else "json"
+    upload, created = raw_upload_store(
+        workspace=workspace,
+        name=f"otlp-{signal}.{extension}",
+        chunks=[stored],
+        source=UploadSource.OTLP,
+        user=user,
+        content_type=stored_type,
+    )
+    return upload, created, stored, stored_type, request
+
+
+def _sessions_for(workspace: Workspace, records: list) -> dict:
+    """(harness, external id) -> session pk for the records' sessions, creating missing
+    ones with the app version and earliest time the records show (so that a session known
+    only from telemetry sorts by its time in the sessions list)."""
+    wanted: dict[tuple[str, str], tuple[str, object]] = {}
+    for record in records:
+        name = (record.harness, record.session_id)
+        version = getattr(record, "app_version", "")
+        seen = wanted.get(name)
+        if seen is None or record.timestamp < seen[1]:
+            wanted[name] = (version or (seen[0] if seen else ""), record.timestamp)
+    if not wanted:
+        return {}
+    external_ids = {external for _, external in wanted}
+
+    def existing():
+        return {
+            (harness, external): pk
+            for harness, external, pk in Session.objects.filter(
+                workspace=workspace, external_id__in=external_ids
+            ).values_list("harness", "external_id", "id")
+            if (harness, external) in wanted
+        }
+
+    found = existing()
+    missing = [
+        Session(workspace=workspace, harness=harness, external_id=external,
+                harness_version=wanted[(harness, external)][0][:64],
+                started_at=wanted[(harness, external)][1])
+        for harness, external in wanted
+        if (harness, external) not in found
+    ]  # fmt: skip
+    if missing:
+        Session.objects.bulk_create(missing, ignore_conflicts=True)
+        found = existing()
+    return found
+
+
+def _linked_calls(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """(session pk, request id) -> the call of that session with that request id: a
+    transcript call's key is `message id:request id`, a Claude Code span's is the id.
+    Reads only the calls of the sessions named (through the (session, key) index)."""
+    if not pairs:
+        return {}
+    sessions = sorted({session_pk for session_pk, _ in pairs})
+    request_ids = sorted({request_id for _, request_id in pairs})
+    found: dict[tuple[int, str], int] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, session_id, key FROM traces_call WHERE session_id = ANY(%s) "
+            "AND (key = ANY(%s) OR split_part(key, ':', -1) = ANY(%s)) ORDER BY id",
+            [sessions, request_ids, request_ids],
+        )
+        for pk, session_pk, key in cursor.fetchall():
+            pair = (session_pk, key.rsplit(":", 1)[-1])
+            if pair in pairs:
+                found.setdefault(pair, pk)
+    return found
+
+
+# --- logs -----------------------------------------------------------------------------------
+
+
+def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: str) -> LogsResult:
+    """Store the request (redacted), then its events, in one transaction. The same bytes
+    sent again add nothing; so does an event already stored (same session, name, time and
+    attributes)."""
+    with transaction.atomic():
+        upload, created, stored, stored_type, request = otlp_body_store(
+            workspace=workspace, user=user, body=body, content_type=content_type, signal="logs"
+        )
+        result = normalise_logs(
+            request if request is not None else decode(stored, stored_type, "logs")
+        )
+        if not created:
+            return result
+        sessions = _sessions_for(workspace, result.events)
+        links = _linked_calls(
+            {
+                (sessions[(e.harness, e.session_id)], e.request_id)
+                for e in result.events
+                if e.request_id and e.name == "claude_code.api_request"
+            }
+        )
+        rows = []
+        windows = {}
+        for e in result.events:
+            session_pk = sessions[(e.harness, e.session_id)]
+            if e.context_window is not None or e.auto_compact_token_limit is not None:
+                windows[session_pk] = (e.context_window, e.auto_compact_token_limit)
+            rows.append((
+                workspace.pk, session_pk, upload.pk,
+                links.get((session_pk, e.request_id)) if e.request_id else None,
+                e.key, e.name, e.recognised, e.timestamp, e.prompt_id, e.request_id,
+                e.app_version, e.model, e.query_source, e.agent_name, e.input_tokens,
+                e.output_tokens, e.cache_read_tokens, e.cache_creation_tokens,
+                e.reasoning_tokens, e.cost_usd, e.duration_ms, e.attributes,
+            ))  # fmt: skip
+        fresh = _new_events(rows)
+        _write_rows(TelemetryEvent, EVENT_COLUMNS, fresh)
+        stored_events = len(fresh)
+        for session_pk, (window, limit) in windows.items():
+            changes = {}
+            if window is not None:
+                changes["context_window"] = window
+            if limit is not None:
+                changes["auto_compact_token_limit"] = limit
+            Session.objects.filter(pk=session_pk).update(**changes)
+        audit_record(
+            workspace=workspace,
+            actor=user,
+            action="telemetry_otlp.receive_logs",
+            obj=upload,
+            data={
+                "bytes": upload.size,
+                "records": result.records,
+                "events": stored_events,
+                "duplicate_events": len(rows) - stored_events,
+                "unknown_events": result.unknown,
+                "skipped_stream_events": result.skipped,
+                "rejected_records": len(result.rejected),
+                "linked_calls": len(links),
+                "sessions": len(sessions),
+            },
+        )
+    return result
+
+
+EVENT_COLUMNS = (
+    "workspace_id", "session_id", "upload_id", "call_id", "key", "name", "recognised",
+    "timestamp", "prompt_id", "request_id", "app_version", "model", "query_source",
+    "agent_name", "input_tokens", "output_tokens", "cache_read_tokens",
+    "cache_creation_tokens", "reasoning_tokens", "cost_usd", "duration_ms", "attributes",
+)  # fmt: skip
+POINT_COLUMNS = (
+    "workspace_id", "session_id", "upload_id", "name", "series_key", "temporality",
+    "start_time_unix_nano", "time_unix_nano", "timestamp", "value", "cumulative_value",
+    "type", "model", "query_source", "attributes",
+)  # fmt: skip
+
+
+def _write_rows(model, columns: tuple[str, ...], rows: list[tuple]) -> None:
+    """Insert rows (the last column is a JSON dict): COPY on PostgreSQL; if a concurrent
+    request stored one of the same keys first, an insert that skips the stored keys."""
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        from psycopg.errors import UniqueViolation
+
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                copy_sql = f"COPY {model._meta.db_table} ({', '.join(columns)}) FROM STDIN"
+                with cursor.cursor.copy(copy_sql) as copy:
+                    for row in rows:
+                        # jsonb refuses NUL characters, which a string attribute may hold.
+                        document = orjson.dumps(row[-1]).decode().replace("\\u0000", "")
+                        copy.write_row((*row[:-1], document))
+            return
+        except (IntegrityError, UniqueViolation):  # the raw COPY raises psycopg's own error
+            pass
+    objects = [model(**dict(zip(columns, row, strict=True))) for row in rows]
+    for start in range(0, len(objects), INSERT_BATCH):
+        model.objects.bulk_create(objects[start : start + INSERT_BATCH], ignore_conflicts=True)
+
+
+def _new_events(rows: list[tuple]) -> list[tuple]:
+    """The rows whose (session, key) is not stored yet, nor repeated earlier in the batch."""
+    stored = set(
+        TelemetryEvent.objects.filter(
+            session_id__in={row[1] for row in rows}, key__in={row[4] for row in rows}
+        ).values_list("session_id", "key")
+    ) if rows else set()  # fmt: skip
+    fresh = []
+    for row in rows:
+        if (row[1], row[4]) not in stored:
+            stored.add((row[1], row[4]))
+            fresh.append(row)
+    return fresh
+
+
+# --- metrics --------------------------------------------------------------------------------
+
+
+def _last_points(workspace: Workspace, series: set[str]) -> dict[str, tuple]:
+    """series key -> (time, start, cumulative value, temporality) of its latest stored point."""
+    if not series:
+        return {}
+    rows = (
+        TelemetryMetricPoint.objects.filter(workspace=workspace, series_key__in=series)
+        .order_by("series_key", "-time_unix_nano")
+        .distinct("series_key")
+        .values_list(
+            "series_key",
+            "time_unix_nano",
+            "start_time_unix_nano",
+            "cumulative_value",
+            "temporality",
+        )
+    )
+    return {row[0]: row[1:] for row in rows}
+
+
+def _stored_times(workspace: Workspace, points: list[MetricPoint]) -> set[tuple[str, int]]:
+    if not points:
+        return set()
+    series = {p.series_key for p in points}
+    times = {p.time_ns for p in points}
+    return set(
+        TelemetryMetricPoint.objects.filter(
+            workspace=workspace, series_key__in=series, time_unix_nano__in=times
+        ).values_list("series_key", "time_unix_nano")
+    )
+
+
+def otlp_metrics_receive(
+    *, workspace: Workspace, user, body: bytes, content_type: str
+) -> MetricsResult:
+    """Store the request (redacted), then its Sum data points as deltas, in one transaction.
+
+    A cumulative point becomes its increase over the previous point of its series (same
+    start time); a new start time is a reset, so the point's value is the increase. A
+    series keeps the temporality it was first sent with; a point sent with the other, or
+    a monotonic cumulative point below its predecessor, is rejected with the reason."""
+    with transaction.atomic():
+        upload, created, stored, stored_type, request = otlp_body_store(
+            workspace=workspace, user=user, body=body, content_type=content_type, signal="metrics"
+        )
+        result = normalise_metrics(
+            request if request is not None else decode(stored, stored_type, "metrics")
+        )
+        if not created:
+            return result
+        # One writer per series at a time: the previous point read below stays the previous.
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    # The keys in one order for every request (unnest keeps the sorted
+                    # list's order): two requests cannot wait on each other.
+                    "SELECT pg_advisory_xact_lock(hashtext(k)) FROM unnest(%s::text[]) AS k",
+                    [sorted({p.series_key for p in result.points})],
+                )
+        stored_pairs = _stored_times(workspace, result.points)
+        last = _last_points(workspace, {p.series_key for p in result.points})
+        accepted: list[tuple[MetricPoint, float, float | None]] = []
+        duplicates = 0
+        for point in sorted(result.points, key=lambda p: (p.series_key, p.time_ns)):
+            if (point.series_key, point.time_ns) in stored_pairs:
+                duplicates += 1
+                continue
+            previous = last.get(point.series_key)
+            if previous is not None and previous[0] == point.time_ns:
+                duplicates += 1  # repeated within the request
+                continue
+            kind = TEMPORALITY_NAMES[point.temporality]
+            if previous is not None and previous[3] != kind:
+                result.rejected.append(
+                    (point.path, f"{point.name}: this series was sent as {previous[3]}, "
+                                 f"this point is {kind}")
+                )  # fmt: skip
+                continue
+            if point.temporality == CUMULATIVE:
+                if previous is not None and point.time_ns < previous[0]:
+                    result.rejected.append(
+                        (point.path, f"{point.name}: cumulative point is older than the last "
+                                     "stored point of its series")
+                    )  # fmt: skip
+                    continue
+                same_start = previous is not None and previous[1] == point.start_ns
+                delta = point.value - previous[2] if same_start else point.value
+                if delta < 0 and point.monotonic:
+                    result.rejected.append(
+                        (point.path, f"{point.name}: cumulative value fell from {previous[2]:g} "
+                                     f"to {point.value:g} with the same start time")
+                    )  # fmt: skip
+                    continue
+                accepted.append((point, delta, point.value))
+            else:
+                accepted.append((point, point.value, None))
+            last[point.series_key] = (point.time_ns, point.start_ns, point.value, kind)
+        sessions = _sessions_for(workspace, [p for p, _, _ in accepted if p.session_id])
+        rows = [
+            (workspace.pk, sessions.get((p.harness, p.session_id)) if p.session_id else None,
+             upload.pk, p.name, p.series_key, TEMPORALITY_NAMES[p.temporality], p.start_ns,
+             p.time_ns, p.timestamp, delta, cumulative, p.type, p.model, p.query_source,
+             p.attributes)
+            for p, delta, cumulative in accepted
+        ]  # fmt: skip
+        _write_rows(TelemetryMetricPoint, POINT_COLUMNS, rows)
+        stored_points = len(rows)
+        audit_record(
+            workspace=workspace,
+            actor=user,
+            action="telemetry_otlp.receive_metrics",
+            obj=upload,
+            data={
+                "bytes": upload.size,
+                "data_points": result.data_points,
+                "stored_points": stored_points,
+                "duplicate_points": duplicates,
+                "ignored_points": result.ignored_points,
+                "rejected_points": len(result.rejected),
+                "sessions": len(sessions),
+            },
+        )
+    return result
