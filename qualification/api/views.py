@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from governance.api.exceptions import register_body
 from governance.api.serializers import JobSerializer
 from governance.api.viewsets import WorkspaceViewSet
+from governance.errors import InputError
 from governance.models import JobStatus, Role
 from qualification import filters, selectors, services
 from qualification.api import serializers
@@ -474,8 +475,8 @@ class OperatingLimitViewSet(WorkspaceViewSet):
     def active(self, request):
         model_id = request.query_params.get("model", "").strip()
         if not model_id:
-            raise ValidationError(
-                {"model": ["Give the harness's model id, e.g. ?model=claude-sonnet-4-20250514."]}
+            raise InputError(
+                "model: give the harness's model id, e.g. ?model=claude-sonnet-4-20250514."
             )
         active = selectors.active_limit_for_model_id(
             workspace=request.workspace,
