@@ -70,6 +70,12 @@ def _parser():
     return parser
 
 
+def _describe(answer: dict) -> str:
+    """'Team A as editor-a (Editor)' from GET /api/v1/workspace/."""
+    workspace = answer.get("workspace") or {}
+    return f"{workspace.get('name', '?')} as {answer.get('user', '?')} ({answer.get('role', '?')})"
+
+
 def _login(args) -> int:
     import getpass
 
@@ -89,8 +95,10 @@ def _login(args) -> int:
         print(f"Could not reach {url}: {exc}", file=sys.stderr)
         return 1
     config.write_private_json(config.config_path(), {"url": url, "token": token})
-    name = workspace.get("name") or workspace.get("slug") or "?"
-    print(f"Logged in to {url}, workspace {name}. Saved in {config.config_path()} (mode 0600).")
+    print(
+        f"Logged in to {url}, workspace {_describe(workspace)}. "
+        f"Saved in {config.config_path()} (mode 0600)."
+    )
     return 0
 
 
@@ -120,7 +128,7 @@ def _whoami() -> int:
     except (client.TokenRejected, client.ServerUnreachable, client.ServerError) as exc:
         print(f"{settings.url} (from the {settings.source}): {exc}", file=sys.stderr)
         return 1
-    print(f"{settings.url} (from the {settings.source}): workspace {workspace.get('name')}")
+    print(f"{settings.url} (from the {settings.source}): workspace {_describe(workspace)}")
     return 0
 
 
