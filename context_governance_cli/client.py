@@ -33,7 +33,8 @@ def _detail(body: bytes, status: int) -> str:
 def request(
     method: str, url: str, token: str, path: str, *, body: dict | None = None, timeout: float
 ) -> dict:
-    """One JSON request; the decoded answer, or one of the exceptions above."""
+    """One JSON request; the decoded answer, or one of the exceptions above. `timeout` bounds
+    the connection and, separately, the wait for the answer."""
     import http.client
     from urllib.parse import urlsplit
 

@@ -23,7 +23,10 @@ EVENTS = {
     "pre-compact": "PreCompact",
     "post-compact": "PostCompact",
 }
-TIMEOUT_SECONDS = 0.12  # per socket operation: connect, then the answer
+# Per socket operation (connect, then the answer); with Python's start this keeps a hook near
+# 300 ms when the server is slow. Raise it with CONTEXT_GOVERNANCE_HOOK_TIMEOUT for a distant
+# server: what times out is spooled and sent with a later hook.
+TIMEOUT_SECONDS = 0.12
 MAX_STDIN_BYTES = 8 * 1024 * 1024
 MAX_BATCH = 200
 MAX_SPOOL_BYTES = 20 * 1024 * 1024
@@ -88,12 +91,19 @@ def build_event(name: str, payload: dict) -> dict:
     return event
 
 
-def send(settings, events: list[dict], *, timeout: float = TIMEOUT_SECONDS) -> dict:
+def hook_timeout() -> float:
+    try:
+        return float(os.environ.get("CONTEXT_GOVERNANCE_HOOK_TIMEOUT") or TIMEOUT_SECONDS)
+    except ValueError:
+        return TIMEOUT_SECONDS
+
+
+def send(settings, events: list[dict]) -> dict:
     from context_governance_cli import client
 
     return client.request(
         "POST", settings.url, settings.token, "/api/v1/hooks/", body={"events": events},
-        timeout=timeout,
+        timeout=hook_timeout(),
     )  # fmt: skip
 
 

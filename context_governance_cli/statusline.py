@@ -20,7 +20,7 @@ from context_governance_cli import config
 
 CACHE_SECONDS = 300.0
 REJECTED_SECONDS = 60.0  # a rejected token is asked about again after this long
-TIMEOUT_SECONDS = 0.5
+TIMEOUT_SECONDS = 0.5  # per socket operation; CONTEXT_GOVERNANCE_TIMEOUT overrides it
 TAIL_BYTES = (64 * 1024, 1024 * 1024)
 SEP = " · "
 
@@ -149,6 +149,13 @@ def _cache_key(settings: config.Settings, model_id: str) -> str:
     return f"{settings.url}|{token}|{model_id}"
 
 
+def status_timeout(env) -> float:
+    try:
+        return float(env.get("CONTEXT_GOVERNANCE_TIMEOUT") or TIMEOUT_SECONDS)
+    except ValueError:
+        return TIMEOUT_SECONDS
+
+
 def cached_limit(settings, model_id: str, *, now: float, timeout: float = TIMEOUT_SECONDS):
     """(answer, note): the server's answer for the model from the cache while fresh, else from
     the server; on failure the cached answer with note "stale", or None with a short note."""
@@ -253,7 +260,9 @@ def render(raw: bytes, env, *, now: float | None = None) -> str:
     elif not model_id:
         note = "no model id in the status input"
     else:
-        answer, note = cached_limit(settings, model_id, now=now or time.time())
+        answer, note = cached_limit(
+            settings, model_id, now=now or time.time(), timeout=status_timeout(env)
+        )
         if answer is not None:
             limit = answer.get("limit")
             if limit is None and not note:

@@ -153,6 +153,9 @@ def cli(tmp_path):
             "CONTEXT_GOVERNANCE_CONFIG_DIR": str(tmp_path / "config"),
             "CONTEXT_GOVERNANCE_CACHE_DIR": str(tmp_path / "cache"),
             "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+            # The shared test machine is slow; bench.cli measures the default timeouts.
+            "CONTEXT_GOVERNANCE_TIMEOUT": "10",
+            "CONTEXT_GOVERNANCE_HOOK_TIMEOUT": "10",
             **(env or {}),
         }
         data = stdin.encode() if isinstance(stdin, str) else stdin
