@@ -191,7 +191,7 @@ def cached_limit(settings, model_id: str, *, now: float, timeout: float = TIMEOU
             return entry["answer"], "stale"
         if isinstance(exc, client.ServerError):
             return None, f"server: {exc}"
-        return None, "server unreachable"
+        return None, f"server unreachable ({str(exc)[:60]})"
     cache[key] = {"fetched_at": now, "version": answer.get("version", ""), "answer": answer}
     config.write_cache_json(path, cache)
     return answer, ""

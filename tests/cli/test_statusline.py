@@ -76,7 +76,8 @@ def test_server_down_without_a_cache_still_prints_a_line(cli):
     result = cli("statusline", stdin=json.dumps(status_payload()), env=env)
     assert result.returncode == 0
     assert result.stdout.decode().strip() == (
-        "ctx 142k · compacts at 200k · $4.12 · context-governance: server unreachable"
+        "ctx 142k · compacts at 200k · $4.12 · context-governance: server unreachable "
+        "([Errno 111] Connection refused)"
     )
 
 
