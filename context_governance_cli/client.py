@@ -34,8 +34,9 @@ def request(
     method: str, url: str, token: str, path: str, *, body: dict | None = None, timeout: float
 ) -> dict:
     """One JSON request; the decoded answer, or one of the exceptions above. `timeout` bounds
-    the connection and, separately, the wait for the answer."""
+    the whole exchange: connecting, sending and the wait for the answer."""
     import http.client
+    import time
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
@@ -54,7 +55,10 @@ def request(
     if body is not None:
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
+    deadline = time.monotonic() + timeout
     try:
+        connection.connect()
+        connection.sock.settimeout(max(0.001, deadline - time.monotonic()))
         connection.request(method, parts.path.rstrip("/") + path, body=data, headers=headers)
         response = connection.getresponse()
         status, answer = response.status, response.read()

@@ -2,8 +2,8 @@
 payload to the server (`POST /api/v1/hooks/`) within a short time budget.
 
 A hook never blocks or fails the harness: it prints nothing on stdout (SessionStart's stdout
-would become context), always exits 0, and spends at most about `TIMEOUT_SECONDS` per socket
-operation. What cannot be sent in time is appended to a spool file and sent with the next hook.
+would become context), always exits 0, and spends at most `TIMEOUT_SECONDS` on the request.
+What cannot be sent in time is appended to a spool file and sent with the next hook.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ EVENTS = {
     "pre-compact": "PreCompact",
     "post-compact": "PostCompact",
 }
-# Per socket operation (connect, then the answer); with Python's start this keeps a hook near
+# The whole exchange (connect, send, answer); with Python's start this keeps a hook under
 # 300 ms when the server is slow. Raise it with CONTEXT_GOVERNANCE_HOOK_TIMEOUT for a distant
 # server: what times out is spooled and sent with a later hook.
-TIMEOUT_SECONDS = 0.12
+TIMEOUT_SECONDS = 0.15
 MAX_STDIN_BYTES = 8 * 1024 * 1024
 MAX_BATCH = 200
 MAX_SPOOL_BYTES = 20 * 1024 * 1024

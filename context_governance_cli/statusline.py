@@ -20,7 +20,7 @@ from context_governance_cli import config
 
 CACHE_SECONDS = 300.0
 REJECTED_SECONDS = 60.0  # a rejected token is asked about again after this long
-TIMEOUT_SECONDS = 0.5  # per socket operation; CONTEXT_GOVERNANCE_TIMEOUT overrides it
+TIMEOUT_SECONDS = 0.5  # the whole request; CONTEXT_GOVERNANCE_TIMEOUT overrides it
 TAIL_BYTES = (64 * 1024, 1024 * 1024)
 SEP = " · "
 
