@@ -29,6 +29,7 @@ EVENTS = {
 TIMEOUT_SECONDS = 0.15
 MAX_STDIN_BYTES = 8 * 1024 * 1024
 MAX_BATCH = 200
+MAX_BATCH_BYTES = 256 * 1024  # spooled events sent with one hook: what fits its time budget
 MAX_SPOOL_BYTES = 20 * 1024 * 1024
 
 
@@ -49,15 +50,19 @@ def _claim_spool() -> tuple[list[dict], list[bytes]]:
         lines = [line for line in claimed.read_bytes().split(b"\n") if line.strip()]
     finally:
         claimed.unlink(missing_ok=True)
-    events = []
+    events, size, taken = [], 0, 0
     for line in lines[: MAX_BATCH - 1]:
+        if events and size + len(line) > MAX_BATCH_BYTES:
+            break
+        taken += 1
+        size += len(line)
         try:
             event = json.loads(line)
         except ValueError:
             continue
         if isinstance(event, dict):
             events.append(event)
-    return events, lines[MAX_BATCH - 1 :]
+    return events, lines[taken:]
 
 
 def _spool(events: list[dict], extra_lines: list[bytes] = ()) -> bool:

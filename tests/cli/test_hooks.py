@@ -99,3 +99,28 @@ def test_malformed_hook_input_exits_0_and_sends_nothing(cli, env, stdin):
     assert "not a JSON object" in result.stderr.decode()
     assert not HookEvent.objects.exists()
     assert not (cli.cache_dir / "hook-spool.jsonl").exists()
+
+
+def test_a_large_spool_drains_a_batch_at_a_time(cli, env, tmp_path):
+    spool = cli.cache_dir / "hook-spool.jsonl"
+    spool.parent.mkdir(parents=True)
+    backlog = [
+        {
+            "event_id": f"old-{index}",
+            "event": "PostCompact",
+            "harness": "claude-code",
+            "occurred_at": "2026-12-03T09:00:00+00:00",
+            "payload": {"session_id": SESSION, "compact_summary": "s" * 50_000},
+        }
+        for index in range(12)
+    ]
+    spool.write_text("".join(json.dumps(event) + "\n" for event in backlog))
+    payload = hook_payload("SessionStart", tmp_path / "none.jsonl", source="resume")
+    assert cli("hook", "session-start", stdin=json.dumps(payload), env=env).returncode == 0
+    # 256 KB holds five 50 KB events; the other seven wait for the next hook, in order.
+    sent = set(HookEvent.objects.values_list("event_id", flat=True))
+    assert {f"old-{index}" for index in range(5)} < sent and len(sent) == 6
+    left = [json.loads(line)["event_id"] for line in spool.read_text().splitlines()]
+    assert left == [f"old-{index}" for index in range(5, 12)]
+    assert cli("hook", "session-start", stdin=json.dumps(payload), env=env).returncode == 0
+    assert HookEvent.objects.count() == 12
