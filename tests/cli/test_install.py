@@ -123,3 +123,14 @@ def test_user_settings_and_a_file_that_is_not_json(cli):
     assert broken.returncode == 1
     assert f"{user_settings}: not valid JSON" in broken.stderr.decode()
     assert user_settings.read_text() == "{,"
+
+
+def test_uninstall_without_the_record_removes_only_our_entries(cli, tmp_path):
+    project = tmp_path / "repo"
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(OTHER)
+    assert install(cli, project).returncode == 0
+    (cli.config_dir / "installs.json").unlink()
+    assert uninstall(cli, project).returncode == 0
+    assert json.loads(settings.read_text()) == json.loads(OTHER)

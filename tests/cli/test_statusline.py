@@ -152,3 +152,6 @@ def test_login_writes_a_private_config_the_statusline_uses(
     assert "workspace Team A" in cli("whoami").stdout.decode()
     bad = cli("login", "--url", live_server.url, "--token-stdin", stdin="cg_wrong\n")
     assert bad.returncode == 1 and "rejected" in bad.stderr.decode()
+    assert json.loads(path.read_text())["token"] == editor_token.plaintext  # kept
+    assert cli("logout").returncode == 0 and not path.exists()
+    assert cli("whoami").returncode == 1
