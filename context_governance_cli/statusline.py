@@ -144,9 +144,9 @@ def compaction_threshold(payload: dict, env) -> int | str | None:
 # --- the limit, cached -----------------------------------------------------------------------
 
 
-def _cache_key(settings: config.Settings, model_id: str) -> str:
+def _cache_key(settings: config.Settings, model_id: str, workload: str = "") -> str:
     token = hashlib.sha256(settings.token.encode()).hexdigest()[:16]
-    return f"{settings.url}|{token}|{model_id}"
+    return f"{settings.url}|{token}|{model_id}" + (f"|{workload}" if workload else "")
 
 
 def status_timeout(env) -> float:
@@ -156,14 +156,16 @@ def status_timeout(env) -> float:
         return TIMEOUT_SECONDS
 
 
-def cached_limit(settings, model_id: str, *, now: float, timeout: float = TIMEOUT_SECONDS):
+def cached_limit(
+    settings, model_id: str, *, now: float, timeout: float = TIMEOUT_SECONDS, workload: str = ""
+):
     """(answer, note): the server's answer for the model from the cache while fresh, else from
     the server; on failure the cached answer with note "stale", or None with a short note."""
     from context_governance_cli import client
 
     path = config.cache_dir() / "limits.json"
     cache = config.read_json(path)
-    key = _cache_key(settings, model_id)
+    key = _cache_key(settings, model_id, workload)
     entry = cache.get(key) if isinstance(cache.get(key), dict) else None
     if entry and now - entry.get("fetched_at", 0) < CACHE_SECONDS:
         if entry.get("rejected"):
@@ -178,7 +180,8 @@ def cached_limit(settings, model_id: str, *, now: float, timeout: float = TIMEOU
             "GET",
             settings.url,
             settings.token,
-            f"/api/v1/operating-limits/active/?model={quote(model_id, safe='')}",
+            f"/api/v1/operating-limits/active/?model={quote(model_id, safe='')}"
+            + (f"&workload={quote(workload, safe='')}" if workload else ""),
             timeout=timeout,
         )
     except client.TokenRejected as exc:
@@ -261,7 +264,11 @@ def render(raw: bytes, env, *, now: float | None = None) -> str:
         note = "no model id in the status input"
     else:
         answer, note = cached_limit(
-            settings, model_id, now=now or time.time(), timeout=status_timeout(env)
+            settings,
+            model_id,
+            now=now or time.time(),
+            timeout=status_timeout(env),
+            workload=env.get("CONTEXT_GOVERNANCE_WORKLOAD", "").strip(),
         )
         if answer is not None:
             limit = answer.get("limit")

@@ -140,3 +140,48 @@ def test_hooks_need_an_editor_and_valid_events(api_for):
     assert response.status_code == 400
     assert "occurred_at" in str(response.json())
     assert not HookEvent.objects.exists()
+
+
+def test_several_workloads_give_the_strictest_unless_one_is_named(
+    approved_limit, api_for, make_qualification, planted_rows, members, run_on_commit
+):
+    from governance.models import Membership
+    from qualification import services
+    from tests.qualification.conftest import to_csv
+
+    docs = make_qualification(
+        name="Sweep docs",
+        model={"name": "claude-sonnet-4", "version": "2025-05-14"},
+        workload={"name": "docs", "version": "1", "families": ["retrieval", "code_change"]},
+    )
+    with run_on_commit():
+        services.trial_batch_submit(
+            qualification=docs, content=to_csv(planted_rows), filename="sweep.csv",
+            actor=members["editor"], run_now=True,
+        )  # fmt: skip
+    half = approved_limit.max_context_tokens // 2
+    stricter = services.operating_limit_propose(
+        qualification=docs,
+        actor=members["editor"],
+        name="Docs agents",
+        values={
+            "max_context_tokens": half,
+            "reserve_tokens": half // 4,
+            "max_initial_assembly_tokens": half // 4,
+        },
+    )
+    services.operating_limit_approve(
+        limit=stricter,
+        reviewer=members["admin"],
+        membership=Membership.objects.get(user=members["admin"]),
+        confirmed=True,
+    )
+    api = api_for("viewer")
+    answer = api.get(ACTIVE, {"model": "claude-sonnet-4"}).json()
+    assert answer["candidates"] == 2
+    assert answer["limit"]["id"] == stricter.pk and answer["limit"]["workload"] == "docs"
+    assert answer["limit"]["max_context_tokens"] == half
+    named = api.get(ACTIVE, {"model": "claude-sonnet-4", "workload": "repo"}).json()
+    assert named["candidates"] == 1 and named["limit"]["id"] == approved_limit.pk
+    docs_answer = api.get(ACTIVE, {"model": "claude-sonnet-4", "workload": "docs"}).json()
+    assert docs_answer["limit"]["id"] == stricter.pk

@@ -123,6 +123,19 @@ def test_context_from_the_transcript_when_the_payload_has_no_usage(
     assert "compacts at 150k · $4.12" in line
 
 
+def test_a_named_workload(cli, live_server, approved_limit, editor_token):
+    env = {
+        "CONTEXT_GOVERNANCE_URL": live_server.url,
+        "CONTEXT_GOVERNANCE_TOKEN": editor_token.plaintext,
+        "CONTEXT_GOVERNANCE_WORKLOAD": "repo",
+    }
+    line = cli("statusline", stdin=json.dumps(status_payload()), env=env).stdout.decode()
+    assert f"limit {numfmt.tokens(approved_limit.max_context_tokens)} OVER" in line
+    env["CONTEXT_GOVERNANCE_WORKLOAD"] = "docs"  # no approved limit for that workload
+    line = cli("statusline", stdin=json.dumps(status_payload()), env=env).stdout.decode()
+    assert line.strip().endswith(f"context-governance: no approved limit for {MODEL_ID}")
+
+
 def test_no_limit_for_the_model_and_not_logged_in(cli, live_server, editor_token):
     env = {
         "CONTEXT_GOVERNANCE_URL": live_server.url,
