@@ -17,7 +17,7 @@ import numfmt
 from governance import charts as governance_charts
 from governance.models import AuditEvent, Job, JobStatus, Role
 from qualification import charts
-from qualification.analysis.limits import ValueChange, compare_limit_values
+from qualification.analysis.limits import ValueChange, compare_limit_values, model_family_id
 from qualification.analysis.sweep import AnalysisParams, trials_frame
 from qualification.formats.trials import FAILURE_CLASSES
 from qualification.models import (
@@ -216,6 +216,51 @@ def active_limit_for(*, workspace, model_name: str, workload_name: str) -> Opera
         )
         .order_by("-approved_at", "-id")
         .first()
+    )
+
+
+@dataclass(frozen=True)
+class ActiveLimit:
+    """The approved limit a harness session runs under, with the qualified ECL behind it."""
+
+    limit: OperatingLimit | None
+    model_id: str
+    candidates: int  # approved limits of this model (one per workload)
+
+    @property
+    def version(self) -> str:
+        """Changes whenever the answer changes: approved limits are immutable."""
+        if self.limit is None:
+            return "none"
+        return f"{self.limit.pk}:{self.limit.approved_at:%Y%m%dT%H%M%S.%f}"
+
+    @property
+    def weakest_family(self) -> dict | None:
+        justification = self.limit.justification if self.limit else {}
+        weakest = justification.get("weakest_family")
+        for family in justification.get("families", []):
+            if family.get("family") == weakest:
+                return family
+        return None
+
+
+def active_limit_for_model_id(*, workspace, model_id: str, workload: str = "") -> ActiveLimit:
+    """The approved limit for a harness's model id (`claude-sonnet-4-20250514`, a Bedrock or
+    Vertex id): configurations match on `model_family_id`, so snapshot dates and provider
+    prefixes are ignored. With several workloads approved for the model and none named, the
+    strictest limit (smallest maximum context) applies."""
+    wanted = model_family_id(model_id)
+    approved = operating_limits_for(workspace=workspace).filter(status=LimitStatus.APPROVED)
+    if workload:
+        approved = approved.filter(qualification__workload__name=workload)
+    matches = [
+        limit
+        for limit in approved
+        if model_family_id(limit.qualification.configuration.model_name) == wanted
+    ]
+    matches.sort(key=lambda limit: (limit.max_context_tokens, -limit.approved_at.timestamp()))
+    return ActiveLimit(
+        limit=matches[0] if matches else None, model_id=model_id, candidates=len(matches)
     )
 
 

@@ -424,6 +424,9 @@ class Compaction(WorkspaceOwned):
     )
     duration_ms = models.PositiveBigIntegerField(null=True, blank=True)
     source_line = models.PositiveIntegerField(null=True, blank=True)
+    compact_summary = models.TextField(
+        blank=True, help_text="The summary text, as Claude Code's PostCompact hook reported it."
+    )
 
     class Meta:
         ordering = ["session_id", "timestamp", "id"]
@@ -684,3 +687,47 @@ class TelemetryMetricPoint(WorkspaceOwned):
 
     def __str__(self) -> str:
         return f"{self.name} {self.value} at {self.timestamp:%Y-%m-%d %H:%M:%S}"
+
+
+class HookEvent(WorkspaceOwned):
+    """One harness hook call as `context-governance hook …` sent it: the raw payload, kept
+    with its session id, event name and times. Resent events (from the client's spool) are
+    recognised by `event_id` and stored once."""
+
+    event_id = models.CharField(max_length=64, help_text="The client's id for the event.")
+    harness = models.CharField(max_length=16, choices=Harness.choices)
+    event = models.CharField(max_length=40, help_text="e.g. SessionStart, PreCompact.")
+    session_external_id = models.CharField(max_length=200, blank=True)
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="hook_events"
+    )
+    compaction = models.ForeignKey(
+        Compaction, null=True, blank=True, on_delete=models.SET_NULL, related_name="hook_events"
+    )
+    trigger = models.CharField(max_length=16, blank=True)
+    context_tokens = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The window when the hook ran, read by the client."
+    )
+    payload = models.JSONField(help_text="The hook's stdin, as the harness sent it.")
+    occurred_at = models.DateTimeField(help_text="When the hook ran, by the client's clock.")
+    received_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-occurred_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "event_id"], name="hook_event_unique_event_id"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["workspace", "session_external_id", "occurred_at"],
+                name="hook_event_session_time",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.session_external_id}"

@@ -5,6 +5,7 @@ operating limit. Plain data in, dataclasses out.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numfmt
@@ -464,3 +465,26 @@ def compare_limit_values(before: dict, after: dict) -> list[ValueChange]:
                 )
             )
     return changes
+
+
+# --- harness model ids ---------------------------------------------------------------
+
+_PROVIDER_PREFIX = re.compile(r"^(?:[a-z0-9-]+\.)*anthropic\.")  # Bedrock: us.anthropic.…
+_SNAPSHOT_SUFFIXES = (
+    re.compile(r"\[[^\]]*\]$"),  # Claude Code's window marker: claude-sonnet-4-5[1m]
+    re.compile(r"-v\d+(?::\d+)?$"),  # Bedrock revision: …-v1:0
+    re.compile(r"@\d{8}$"),  # Vertex snapshot: …@20250514
+    re.compile(r"-\d{8}$"),  # API snapshot: …-20250514
+)
+
+
+def model_family_id(model_id: str) -> str:
+    """A model id without its provider prefix and snapshot date: what a harness reports
+    (`claude-sonnet-4-20250514`, `us.anthropic.claude-sonnet-4-20250514-v1:0`,
+    `claude-sonnet-4@20250514`, `claude-sonnet-4[1m]`) and what a configuration names
+    (`claude-sonnet-4`) compare equal after it. Dates are dropped only as a whole suffix,
+    so `claude-sonnet-4-5` stays distinct from `claude-sonnet-4`."""
+    name = _PROVIDER_PREFIX.sub("", model_id.strip().lower())
+    for suffix in _SNAPSHOT_SUFFIXES:
+        name = suffix.sub("", name)
+    return name

@@ -431,3 +431,68 @@ class BudgetCheckSerializer(serializers.ModelSerializer):
 class BudgetCheckDetailSerializer(BudgetCheckSerializer):
     class Meta(BudgetCheckSerializer.Meta):
         fields = [*BudgetCheckSerializer.Meta.fields, "assembled_prompt"]
+
+
+# --- the active limit for a harness's model -------------------------------------------------
+
+
+class ActiveLimitValuesSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    model_name = serializers.CharField()
+    model_version = serializers.CharField()
+    workload = serializers.CharField()
+    max_context_tokens = serializers.IntegerField()
+    reserve_tokens = serializers.IntegerField()
+    reserve_action = serializers.CharField()
+    approved_at = serializers.DateTimeField()
+    consequence = serializers.CharField()
+    qualification = serializers.IntegerField()
+    weakest_family = serializers.CharField(allow_null=True)
+    ecl_tokens = serializers.IntegerField(
+        allow_null=True, help_text="The weakest family's ECL: the qualified effective length."
+    )
+    ecl_text = serializers.CharField(allow_blank=True, help_text="e.g. '≥ 128k' when all passed.")
+    ecl_lower95_tokens = serializers.IntegerField(allow_null=True)
+
+
+class ActiveLimitSerializer(serializers.Serializer):
+    model_id = serializers.CharField()
+    version = serializers.CharField(help_text="Changes whenever the answer changes; cache by it.")
+    candidates = serializers.IntegerField(
+        help_text="Approved limits of this model (one per workload); the strictest is returned."
+    )
+    limit = ActiveLimitValuesSerializer(allow_null=True)
+
+    @staticmethod
+    def from_active(active) -> dict:
+        limit = active.limit
+        family = active.weakest_family or {}
+        values = None
+        if limit is not None:
+            qualification = limit.qualification
+            values = {
+                "id": limit.pk,
+                "name": limit.name,
+                "model_name": qualification.configuration.model_name,
+                "model_version": qualification.configuration.model_version,
+                "workload": qualification.workload.name,
+                "max_context_tokens": limit.max_context_tokens,
+                "reserve_tokens": limit.reserve_tokens,
+                "reserve_action": limit.reserve_action,
+                "approved_at": limit.approved_at,
+                "consequence": qualification.consequence,
+                "qualification": qualification.pk,
+                "weakest_family": family.get("family"),
+                "ecl_tokens": family.get("ecl_tokens"),
+                "ecl_text": family.get("ecl_text") or "",
+                "ecl_lower95_tokens": family.get("ecl_lower95_tokens"),
+            }
+        return ActiveLimitSerializer(
+            {
+                "model_id": active.model_id,
+                "version": active.version,
+                "candidates": active.candidates,
+                "limit": values,
+            }
+        ).data

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from governance.api.exceptions import register_body
 from governance.api.serializers import JobSerializer
 from governance.api.viewsets import WorkspaceViewSet
+from governance.errors import InputError
 from governance.models import JobStatus, Role
 from qualification import filters, selectors, services
 from qualification.api import serializers
@@ -452,6 +453,37 @@ class OperatingLimitViewSet(WorkspaceViewSet):
             reviewed=payload.validated_data["reviewed"] or None,
         )
         return Response(serializers.OperatingLimitSerializer(limit).data)
+
+    @extend_schema(
+        summary="The approved limit for a harness's model",
+        description="What `context-governance statusline` shows: the approved limit for the "
+        "model id a harness reports (`model.id` in Claude Code's status-line input, e.g. "
+        "`claude-sonnet-4-20250514`; Bedrock and Vertex ids too), with the qualified ECL "
+        "(the weakest family's ECL from the limit's justification). Configurations match on the "
+        "model name with any snapshot date, `[1m]` marker or provider prefix removed. With "
+        "several workloads approved for the model, `workload` picks one; otherwise the "
+        "strictest limit (smallest `max_context_tokens`) is returned and `candidates` says how "
+        "many there were. `limit` is null when no approved limit matches. `version` changes "
+        "whenever the answer does: clients cache the answer with it.",
+        parameters=[
+            OpenApiParameter("model", str, required=True, description="The harness's model id."),
+            OpenApiParameter("workload", str, description="A workload name, to pick one."),
+        ],
+        responses={200: serializers.ActiveLimitSerializer},
+    )
+    @action(detail=False, methods=["get"], filterset_class=None, pagination_class=None)
+    def active(self, request):
+        model_id = request.query_params.get("model", "").strip()
+        if not model_id:
+            raise InputError(
+                "model: give the harness's model id, e.g. ?model=claude-sonnet-4-20250514."
+            )
+        active = selectors.active_limit_for_model_id(
+            workspace=request.workspace,
+            model_id=model_id[:200],
+            workload=request.query_params.get("workload", "").strip(),
+        )
+        return Response(serializers.ActiveLimitSerializer.from_active(active))
 
     @extend_schema(summary="Withdraw a proposed limit", request=None)
     @action(detail=True, methods=["post"])

@@ -3,7 +3,7 @@
 from rest_framework import serializers
 
 from governance.api.serializers import JobSerializer
-from traces.models import Agent, Call, Compaction, IdentityHandling, Run, Session
+from traces.models import Agent, Call, Compaction, Harness, IdentityHandling, Run, Session
 
 
 class TokensSerializer(serializers.Serializer):
@@ -103,3 +103,41 @@ class TelemetryPolicySerializer(serializers.Serializer):
         "with the workspace's secret key (HMAC-SHA256, the default), or `drop` them.",
     )
     updated_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+
+# --- harness hook events ---------------------------------------------------------------------
+
+MAX_HOOK_EVENTS = 200
+
+
+class HookEventInputSerializer(serializers.Serializer):
+    event_id = serializers.CharField(
+        max_length=64, help_text="The client's unique id: a resent event is stored once."
+    )
+    event = serializers.CharField(max_length=40, help_text="e.g. SessionStart, PreCompact.")
+    harness = serializers.ChoiceField(
+        choices=[Harness.CLAUDE_CODE, Harness.CODEX], default=Harness.CLAUDE_CODE
+    )
+    occurred_at = serializers.DateTimeField(help_text="When the hook ran (ISO 8601).")
+    context_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    payload = serializers.DictField(help_text="The hook's stdin JSON, unchanged.")
+
+
+class HookBatchInputSerializer(serializers.Serializer):
+    events = HookEventInputSerializer(many=True, allow_empty=False)
+
+    def validate_events(self, events):
+        if len(events) > MAX_HOOK_EVENTS:
+            raise serializers.ValidationError(
+                f"{len(events):,} events; send at most {MAX_HOOK_EVENTS} in one request."
+            )
+        return events
+
+
+class HookBatchResultSerializer(serializers.Serializer):
+    received = serializers.IntegerField()
+    stored = serializers.IntegerField()
+    duplicates = serializers.IntegerField(help_text="Events already stored (by event_id).")
+    summaries_stored = serializers.IntegerField(
+        help_text="PostCompact summaries put on an ingested compaction."
+    )

@@ -9,6 +9,7 @@ router = SimpleRouter()
 router.register("trace-uploads", views.TraceUploadViewSet, basename="trace-upload")
 router.register("ingest-jobs", views.IngestJobViewSet, basename="ingest-job")
 router.register("sessions", views.SessionViewSet, basename="session")
+router.register("hooks", views.HookEventViewSet, basename="hook-event")
 
 urlpatterns = [
     *router.urls,

@@ -22,6 +22,7 @@ from traces.models import Session, UploadSource
 from traces.services import (
     JOB_KIND,
     UploadTooLarge,
+    hook_events_record,
     telemetry_policy_update,
     trace_uploads_receive,
 )
@@ -186,3 +187,39 @@ class TelemetrySettingsView(APIView):
             identity=payload.validated_data["identity"],
         )
         return Response(serializers.TelemetryPolicySerializer(policy).data)
+
+
+class HookEventViewSet(viewsets.GenericViewSet):
+    """Harness hook events from `context-governance hook …` (Claude Code SessionStart,
+    PreCompact, PostCompact)."""
+
+    serializer_class = serializers.HookBatchInputSerializer
+    write_role = Role.EDITOR
+
+    @extend_schema(
+        request=serializers.HookBatchInputSerializer,
+        responses={201: serializers.HookBatchResultSerializer},
+        summary="Record harness hook events",
+        description=(
+            "What `context-governance hook session-start|pre-compact|post-compact` sends: each "
+            "event's raw stdin payload with the event name, the client's `event_id` and the "
+            "time the hook ran. Events are stored once per `event_id` (the client resends the "
+            "ones it could not deliver), with the payload's `session_id` and `trigger` (or "
+            "SessionStart's `source`), linked to the session when it has been ingested. A "
+            "PostCompact's `compact_summary` is also stored on that session's latest compaction "
+            "that has none yet; until the transcript is ingested it stays in the event only. "
+            "At most 200 events per request. Nothing is answered back to the harness yet: "
+            "policies (suggest a restart, block a compaction) are not implemented."
+        ),
+    )
+    def create(self, request):
+        payload = serializers.HookBatchInputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        result = hook_events_record(
+            workspace=request.workspace,
+            actor=request.user,
+            events=payload.validated_data["events"],
+        )
+        return Response(
+            serializers.HookBatchResultSerializer(result).data, status=status.HTTP_201_CREATED
+        )

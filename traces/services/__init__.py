@@ -31,6 +31,7 @@ from traces.services.derivation import (
     sessions_derive,
     sessions_derive_run,
 )
+from traces.services.hooks import HookBatchResult, hook_events_record
 from traces.services.ingestion import (
     FILE_RESULT_FIELDS,
     FILES_UPDATE_ROW,
@@ -96,6 +97,7 @@ __all__ = [
     "RESUME_TAIL_BYTES",
     "TRACE_TABLES",
     "TRANSCRIPT_SUFFIXES",
+    "HookBatchResult",
     "UploadTooLarge",
     "_Ingestion",
     "_MovableTempFile",
@@ -127,6 +129,7 @@ __all__ = [
     "derive_pending_queue_all",
     "derive_pending_run",
     "expand_paths",
+    "hook_events_record",
     "ingest_bytes",
     "ingest_job_queue",
     "ingest_paths",

@@ -1,0 +1,3 @@
+from context_governance_cli.main import main
+
+raise SystemExit(main())

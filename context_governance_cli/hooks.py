@@ -1,0 +1,164 @@
+"""`context-governance hook session-start|pre-compact|post-compact`: send Claude Code's hook
+payload to the server (`POST /api/v1/hooks/`) within a short time budget.
+
+A hook never blocks or fails the harness: it prints nothing on stdout (SessionStart's stdout
+would become context), always exits 0, and spends at most `TIMEOUT_SECONDS` on the request.
+What cannot be sent in time is appended to a spool file and sent with the next hook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from context_governance_cli import config
+
+EVENTS = {
+    "session-start": "SessionStart",
+    "pre-compact": "PreCompact",
+    "post-compact": "PostCompact",
+}
+# The whole exchange (connect, send, answer); with Python's start this keeps a hook under
+# 300 ms when the server is slow. Raise it with CONTEXT_GOVERNANCE_HOOK_TIMEOUT for a distant
+# server: what times out is spooled and sent with a later hook.
+TIMEOUT_SECONDS = 0.15
+MAX_STDIN_BYTES = 8 * 1024 * 1024
+MAX_BATCH = 200
+MAX_BATCH_BYTES = 256 * 1024  # spooled events sent with one hook: what fits its time budget
+MAX_SPOOL_BYTES = 20 * 1024 * 1024
+
+
+def spool_path() -> Path:
+    return config.cache_dir() / "hook-spool.jsonl"
+
+
+def _claim_spool() -> tuple[list[dict], list[bytes]]:
+    """Take the spool (atomically, so two hooks never send the same lines twice): the events to
+    send now, and the raw lines beyond one batch, to put back."""
+    path = spool_path()
+    claimed = path.with_name(f"{path.name}.{os.getpid()}.sending")
+    try:
+        os.replace(path, claimed)
+    except OSError:
+        return [], []
+    try:
+        lines = [line for line in claimed.read_bytes().split(b"\n") if line.strip()]
+    finally:
+        claimed.unlink(missing_ok=True)
+    events, size, taken = [], 0, 0
+    for line in lines[: MAX_BATCH - 1]:
+        if events and size + len(line) > MAX_BATCH_BYTES:
+            break
+        taken += 1
+        size += len(line)
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events, lines[taken:]
+
+
+def _spool(events: list[dict], extra_lines: list[bytes] = ()) -> bool:
+    path = spool_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path.exists() and path.stat().st_size > MAX_SPOOL_BYTES:
+            return False
+        data = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+        data += b"".join(line + b"\n" for line in extra_lines)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(descriptor, "ab") as handle:
+            handle.write(data)
+    except OSError:
+        return False
+    return True
+
+
+def build_event(name: str, payload: dict) -> dict:
+    event = {
+        "event_id": uuid.uuid4().hex,
+        "event": payload.get("hook_event_name") or EVENTS[name],
+        "harness": "claude-code",
+        "occurred_at": datetime.now(UTC).isoformat(),
+        "payload": payload,
+    }
+    if name == "pre-compact":
+        from context_governance_cli.statusline import transcript_context
+
+        event["context_tokens"] = transcript_context(payload.get("transcript_path") or "")
+    return event
+
+
+def hook_timeout() -> float:
+    try:
+        return float(os.environ.get("CONTEXT_GOVERNANCE_HOOK_TIMEOUT") or TIMEOUT_SECONDS)
+    except ValueError:
+        return TIMEOUT_SECONDS
+
+
+def send(settings, events: list[dict]) -> dict:
+    from context_governance_cli import client
+
+    return client.request(
+        "POST", settings.url, settings.token, "/api/v1/hooks/", body={"events": events},
+        timeout=hook_timeout(),
+    )  # fmt: skip
+
+
+def run(name: str, raw: bytes, *, err=sys.stderr) -> int:
+    """Send one hook event (and any spooled ones); always 0."""
+    from context_governance_cli import client
+
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        err.write(f"context-governance hook {name}: the hook input is not a JSON object\n")
+        return 0
+    settings = config.load_settings()
+    if not settings.configured:
+        err.write("context-governance: not logged in (run `context-governance login`)\n")
+        return 0
+    event = build_event(name, payload)
+    spooled, rest = _claim_spool()
+    batch = [*spooled, event]
+    try:
+        send(settings, batch)
+    except client.ServerError as exc:
+        # The server refused the batch (400): resending it cannot help; keep it for inspection.
+        rejected = spool_path().with_name("hook-rejected.jsonl")
+        try:
+            with open(rejected, "a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(e) + "\n" for e in batch)
+        except OSError:
+            pass
+        _spool([], rest)
+        err.write(f"context-governance hook {name}: the server refused it: {exc}\n")
+    except (client.ServerUnreachable, client.TokenRejected) as exc:
+        kept = _spool(batch, rest)
+        where = f"kept in {spool_path()}" if kept else "the spool is full; dropped"
+        err.write(f"context-governance hook {name}: not sent ({exc}); {where}\n")
+    else:
+        if rest:
+            _spool([], rest)
+    return 0
+
+
+def main(name: str, stdin) -> int:
+    started = time.monotonic()
+    try:
+        return run(name, stdin.read(MAX_STDIN_BYTES))
+    except Exception as exc:  # a hook must never fail the harness
+        sys.stderr.write(f"context-governance hook {name}: {type(exc).__name__}: {exc}\n")
+        return 0
+    finally:
+        if os.environ.get("CONTEXT_GOVERNANCE_DEBUG"):
+            sys.stderr.write(f"hook {name}: {1000 * (time.monotonic() - started):.1f} ms\n")
