@@ -38,6 +38,14 @@ def test_every_mounted_directory_is_created_and_owned_by_the_app_user():
         for name, service in compose["services"].items()
         if service.get("build", {}).get("dockerfile") == "docker/Dockerfile"
     }
+    optional = {name for name, service in ours.items() if service.get("profiles")}
+    assert optional == {"follow"}  # started only with `--profile follow`
+    for volume in ours["follow"]["volumes"]:
+        target = volume.split(":")[1]
+        assert target == "/var/lib/governance/media" or volume.endswith(":ro"), (
+            f"the follower only reads transcripts: {volume}"
+        )
+    ours = {name: service for name, service in ours.items() if name not in optional}
     assert set(ours) == {"web", "worker", "beat"}
     targets = {
         volume.split(":")[1] for service in ours.values() for volume in service.get("volumes", [])

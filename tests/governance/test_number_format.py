@@ -59,6 +59,8 @@ def test_named_pages_show_one_number_format(page, login, seeded, screenshot):
 
     page.goto(f"{page.base_url}/w/team-a/analytics/what-if/?compare_low=100000&compare_high=600000")
     ratios = page.locator("table.compact tbody td").all_inner_texts()
-    assert "1.66×" in ratios and not any(re.search(r"\d\.\d{3}×", r) for r in ratios), ratios
+    # Three significant figures at most: "1.66×", "0.753×", never "1.661×".
+    too_long = re.compile(r"[1-9]\.\d{3}×|0\.\d{4,}×")
+    assert "1.66×" in ratios and not any(too_long.search(r) for r in ratios), ratios
     ticks = page.locator("#what-if-chart .xtick text").all_text_contents()
     assert "200k" in ticks and not any("M" in t and "." in t for t in ticks), ticks  # not 0.2M
