@@ -194,6 +194,22 @@ def test_what_if_page_shows_the_cycle_table_and_the_section_8_1_scenarios(client
             {"elevated_until_step": None, "baseline": {"correction": {"ci": None}}},
             "too few operator messages in steps 60–150",
         ),
+        (
+            {
+                "elevated_until_step": 0,
+                "ratio_first5_to_baseline": {"value": 1.2, "ci": [0.4, 3.9]},
+                "baseline": {"correction": {"ci": [0.1, 0.3]}},
+            },
+            "cannot rule out the seed's 2.37× elevation",
+        ),
+        (
+            {
+                "elevated_until_step": 0,
+                "ratio_first5_to_baseline": {"value": None, "ci": None},
+                "baseline": {"correction": {"ci": [0.1, 0.3]}},
+            },
+            "cannot rule out the seed's 2.37× elevation",
+        ),
     ],
 )
 def test_an_unmeasured_elevation_falls_back_to_30_and_says_why(api_for, workspace, section, why):
@@ -207,3 +223,22 @@ def test_an_unmeasured_elevation_falls_back_to_30_and_says_why(api_for, workspac
     disruption = post(api_for("viewer"), thresholds=[220000]).json()["disruption"]
     assert (disruption["steps"], disruption["source"]) == (30, "default")
     assert why in disruption["label"]
+
+
+def test_a_precisely_measured_absence_of_elevation_is_kept_as_zero(api_for, workspace):
+    analytics_store(
+        workspace=workspace,
+        filters=AnalyticsFilters(),
+        data_version=workspace.data_version,
+        result={
+            "post_compaction": {
+                "compactions": 900,
+                "operator_messages": 40_000,
+                "elevated_until_step": 0,
+                "ratio_first5_to_baseline": {"value": 1.01, "ci": [0.93, 1.1]},
+            }
+        },
+        seconds=0.1,
+    )
+    disruption = post(api_for("viewer"), thresholds=[220000]).json()["disruption"]
+    assert (disruption["steps"], disruption["source"]) == (0, "measured")

@@ -32,7 +32,9 @@ document.addEventListener("securitypolicyviolation", function (e) {
 });
 """
 # Links the walk does not follow: downloads, sorting and paging of lists already seen.
-SKIP_LINK = re.compile(r"logout|\.csv|\.jsonl|/export/|/content/|/output/|download|[?&](sort|page)=")
+SKIP_LINK = re.compile(
+    r"logout|\.csv|\.jsonl|/export/|/content/|/output/|download|[?&](sort|page)="
+)
 # Pages the walk must reach with the demo data: every menu entry and a detail page of each
 # kind of seeded object.
 MUST_VISIT = {

@@ -487,7 +487,7 @@ def cycle_disruption(
         return {"steps": given, "source": "given", "label": f"given, {given:g} steps"}
     stored = result_for(workspace=workspace, filters=filters or AnalyticsFilters())
     section = (stored.result or {}).get("post_compaction") if stored else None
-    if section and section.get("elevated_until_step") is not None:
+    if section and section.get("elevated_until_step") is not None and not _zero_is_unsure(section):
         steps = section["elevated_until_step"]
         n = section.get("compactions", 0)
         return {
@@ -501,7 +501,13 @@ def cycle_disruption(
             "stale": stored.data_version != workspace.data_version,
         }
     baseline = ((section or {}).get("baseline") or {}).get("correction") or {}
-    if section and baseline.get("ci") is None:
+    if section and section.get("elevated_until_step") == 0:
+        why = (
+            "steps 1–5 already overlap the baseline, but at this n the ratio of steps 1–5 to "
+            f"the baseline cannot rule out the seed's {SEED_FIRST5_RATIO}× elevation: the data "
+            "cannot tell how long a disruption lasts"
+        )
+    elif section and baseline.get("ci") is None:
         why = "too few operator messages in steps 60–150 to measure a baseline"
     elif section:
         why = (
@@ -515,6 +521,18 @@ def cycle_disruption(
         "source": "default",
         "label": f"default {DEFAULT_DISRUPTION_STEPS} (seed 001 §7.3): {why}",
     }
+
+
+SEED_FIRST5_RATIO = 2.37  # seed 001 §7.2: 41.9% against 17.7% in steps 1–5
+
+
+def _zero_is_unsure(section: dict) -> bool:
+    """A measured L of 0 (steps 1–5 overlap the baseline) only stands when the ratio of steps
+    1–5 to the baseline is measured precisely enough to exclude the seed's elevation."""
+    if section.get("elevated_until_step") != 0:
+        return False
+    ci = (section.get("ratio_first5_to_baseline") or {}).get("ci")
+    return ci is None or ci[1] >= SEED_FIRST5_RATIO
 
 
 @dataclass(frozen=True)
