@@ -39,7 +39,16 @@ class SessionListView(WorkspaceListView):
         costs = pricing_selectors.sessions_costs(workspace=self.workspace, sessions=sessions)
         for session in sessions:
             session.cost = costs[session.pk]
-        return super().get_context_data(object_list=sessions, **kwargs)
+        # The cost column shows dollars only; its sources are named once above the table.
+        sources = sorted(
+            {
+                part
+                for cost in costs.values()
+                if cost.priced_calls
+                for part in cost.source.split(" + ")
+            }
+        )
+        return super().get_context_data(object_list=sessions, cost_sources=sources, **kwargs)
 
 
 class SessionDetailView(WorkspaceTemplateView):
