@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import orjson
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 
 from governance.models import Workspace
 from governance.services import InputError, audit_record
@@ -24,6 +25,7 @@ from traces.formats.telemetry import (
     redacted_body,
 )
 from traces.models import (
+    Call,
     IdentityHandling,
     RawUpload,
     Session,
@@ -155,16 +157,30 @@ def _linked_calls(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
     sessions = sorted({session_pk for session_pk, _ in pairs})
     request_ids = sorted({request_id for _, request_id in pairs})
     found: dict[tuple[int, str], int] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, session_id, key FROM traces_call WHERE session_id = ANY(%s) "
-            "AND (key = ANY(%s) OR split_part(key, ':', -1) = ANY(%s)) ORDER BY id",
-            [sessions, request_ids, request_ids],
-        )
-        for pk, session_pk, key in cursor.fetchall():
-            pair = (session_pk, key.rsplit(":", 1)[-1])
-            if pair in pairs:
-                found.setdefault(pair, pk)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, session_id, key FROM traces_call WHERE session_id = ANY(%s) "
+                "AND (key = ANY(%s) OR split_part(key, ':', -1) = ANY(%s)) ORDER BY id",
+                [sessions, request_ids, request_ids],
+            )
+            rows = cursor.fetchall()
+    else:  # the embedded SQLite default: the same rows, matched on the key's end
+        rows = []
+        for start in range(0, len(request_ids), 200):  # SQLite caps expression depth at 1,000
+            matches = Q()
+            for request_id in request_ids[start : start + 200]:
+                matches |= Q(key=request_id) | Q(key__endswith=f":{request_id}")
+            rows.extend(
+                Call.objects.filter(matches, session_id__in=sessions).values_list(
+                    "id", "session_id", "key"
+                )
+            )
+        rows.sort()
+    for pk, session_pk, key in rows:
+        pair = (session_pk, key.rsplit(":", 1)[-1])
+        if pair in pairs:
+            found.setdefault(pair, pk)
     return found
 
 
@@ -295,19 +311,18 @@ def _last_points(workspace: Workspace, series: set[str]) -> dict[str, tuple]:
     """series key -> (time, start, cumulative value, temporality) of its latest stored point."""
     if not series:
         return {}
-    rows = (
-        TelemetryMetricPoint.objects.filter(workspace=workspace, series_key__in=series)
-        .order_by("series_key", "-time_unix_nano")
-        .distinct("series_key")
-        .values_list(
-            "series_key",
-            "time_unix_nano",
-            "start_time_unix_nano",
-            "cumulative_value",
-            "temporality",
-        )
+    rows = TelemetryMetricPoint.objects.filter(workspace=workspace, series_key__in=series).order_by(
+        "series_key", "-time_unix_nano"
     )
-    return {row[0]: row[1:] for row in rows}
+    if connection.vendor == "postgresql":
+        rows = rows.distinct("series_key")
+    columns = (
+        "series_key", "time_unix_nano", "start_time_unix_nano", "cumulative_value", "temporality",
+    )  # fmt: skip
+    latest: dict[str, tuple] = {}
+    for row in rows.values_list(*columns):  # newest first within each series
+        latest.setdefault(row[0], row[1:])
+    return latest
 
 
 def _stored_times(workspace: Workspace, points: list[MetricPoint]) -> set[tuple[str, int]]:
