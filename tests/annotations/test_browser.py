@@ -202,6 +202,7 @@ def test_pages_for_review(page, login, members, workspace, screenshot):
     screenshot("annotations-lab", full_page=False)
     page.goto(f"{page.base_url}/w/{workspace.slug}/annotations/queues/")
     page.get_by_role("link", name=re.compile("^Demo: Sonnet 4.5")).click()
+    page.get_by_text("Cohen's κ =").wait_for()  # after the click's navigation, not before
     assert page.get_by_text("Cohen's κ =").is_visible()
     screenshot("annotations-queue")
     page.get_by_role("button", name="Take my next run").click()
