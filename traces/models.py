@@ -425,9 +425,7 @@ class Compaction(WorkspaceOwned):
     duration_ms = models.PositiveBigIntegerField(null=True, blank=True)
     source_line = models.PositiveIntegerField(null=True, blank=True)
     compact_summary = models.TextField(
-        blank=True,
-        db_default="",  # raw COPY writers (bench, bulk loads) need not name the column
-        help_text="The summary text, as Claude Code's PostCompact hook reported it.",
+        blank=True, help_text="The summary text, as Claude Code's PostCompact hook reported it."
     )
 
     class Meta:

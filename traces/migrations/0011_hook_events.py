@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='compaction',
             name='compact_summary',
-            field=models.TextField(blank=True, db_default='', help_text="The summary text, as Claude Code's PostCompact hook reported it."),
+            field=models.TextField(blank=True, help_text="The summary text, as Claude Code's PostCompact hook reported it."),
         ),
         migrations.CreateModel(
             name='HookEvent',
