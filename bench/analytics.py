@@ -268,9 +268,9 @@ def _flush(connection, call_rows, agent_rows, compaction_rows, run_rows, touch_r
         ),
         (
             "traces_compaction",
-            "id, workspace_id, session_id, agent_id, key, kind, timestamp, trigger, before_call_index, after_call_index, pre_tokens, post_tokens, summary_tokens, summary_estimated, duration_ms",
+            "id, workspace_id, session_id, agent_id, key, kind, timestamp, trigger, before_call_index, after_call_index, pre_tokens, post_tokens, summary_tokens, summary_estimated, duration_ms, compact_summary",
             compaction_rows,
-            lambda r: r,
+            lambda r: (*r, ""),
         ),
         (
             "traces_run",
