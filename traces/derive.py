@@ -146,11 +146,14 @@ def _by_session(ids: list[int], rows) -> dict[int, list[tuple]]:
     return grouped
 
 
+# Run after LOCK_SQL, as its own statement: a statement that waited for a row lock keeps
+# the snapshot it started with, so a check in the locking statement itself would miss the
+# runs of a derivation that committed while it waited.
 LOADED_CHECK_SQL = """
 SELECT s.id,
        (SELECT count(*) FROM traces_call c WHERE c.session_id = s.id),
        EXISTS (SELECT 1 FROM traces_run r WHERE r.session_id = s.id)
-FROM traces_session s WHERE s.id = ANY(%s) ORDER BY s.id FOR NO KEY UPDATE OF s
+FROM traces_session s WHERE s.id = ANY(%s) ORDER BY s.id
 """
 
 
@@ -164,6 +167,7 @@ def sessions_derive_loaded(*, workspace_id: int, calls: dict[int, list[tuple]]) 
     is derived from the database instead. PostgreSQL only; runs in the caller's
     transaction."""
     with connection.cursor() as cursor:
+        cursor.execute(LOCK_SQL, [sorted(calls)])
         cursor.execute(LOADED_CHECK_SQL, [list(calls)])
         states = cursor.fetchall()
     fresh = [pk for pk, stored, has_runs in states if stored == len(calls[pk]) and not has_runs]

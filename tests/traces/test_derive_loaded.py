@@ -260,3 +260,67 @@ def test_chunks_keep_file_order_and_give_every_worker_several(tmp_path):
     assert [p for chunk in chunks for p in chunk] == [str(p) for p in paths]
     assert len(chunks) >= 8 and max(len(c) for c in chunks) <= CHUNK_FILES
     assert _chunks(paths[:1], total=1000, workers=2) == [[str(paths[0])]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_loader_waiting_on_a_session_lock_sees_runs_committed_meanwhile(ingest, tmp_path):
+    """A worker derives the session while the loader's derive waits for its lock. After the
+    wait, the loader must see those runs (and derive from the database), not insert its own."""
+    import threading
+    import time
+
+    from django.db import connection, connections, transaction
+
+    from traces import derive
+
+    path = tmp_path / "sess-w.jsonl"
+    write_lines(path, claude_session(40, session="sess-w"))
+    ingest(path)
+    expected = derived_state()
+    session = Session.objects.get()
+    with connection.cursor() as cursor:
+        cursor.execute(derive.CALLS_SQL, [[session.pk]])
+        rows = [tuple(row[1:]) for row in cursor.fetchall()]
+        cursor.execute("CREATE TABLE held_runs AS SELECT * FROM traces_run")
+    try:
+        Run.objects.all().delete()
+        holder = connections.create_connection("default")
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute(derive.LOCK_SQL, [[session.pk]])
+            cursor.execute("INSERT INTO traces_run SELECT * FROM held_runs")
+        errors: list = []
+
+        def load():
+            try:
+                with transaction.atomic():
+                    derive.sessions_derive_loaded(
+                        workspace_id=session.workspace_id, calls={session.pk: rows}
+                    )
+            except Exception as exc:  # asserted below
+                errors.append(exc)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=load)
+        thread.start()
+        with holder.cursor() as cursor:
+            for _ in range(1500):  # until the loader waits for the session's lock
+                cursor.execute(
+                    "SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                    "WHERE c.relname = 'traces_session' AND NOT l.granted "
+                    "UNION SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted"
+                )
+                if cursor.fetchone():
+                    break
+                time.sleep(0.02)
+            else:
+                raise AssertionError("the loader never waited for the session lock")
+        holder.commit()
+        holder.close()
+        thread.join()
+        assert errors == []
+        assert derived_state() == expected
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS held_runs")
