@@ -4,6 +4,7 @@ from django.urls import path
 
 from traces.analytics.api import views
 from traces.analytics.api.instruction_visibility import InstructionVisibilityView
+from traces.analytics.api.recommendations import CompactionRecommendationView
 
 urlpatterns = [
     *[
@@ -23,5 +24,10 @@ urlpatterns = [
         "analysis/compaction-cycle/",
         views.CompactionCycleView.as_view(),
         name="analysis-compaction-cycle",
+    ),
+    path(
+        "recommendations/compaction/",
+        CompactionRecommendationView.as_view(),
+        name="recommendations-compaction",
     ),
 ]
