@@ -22,6 +22,7 @@ from qualification.analysis.limits import RESERVE_ACTIONS, SOURCE_SUGGESTIONS
 from qualification.analysis.refusals import RULE_TITLES
 from qualification.analysis.sweep import requalification_shifts
 from qualification.models import LimitStatus, QualificationAnalysis
+from traces.analytics.recommendation_views import recommendation_context
 
 # --- qualifications ------------------------------------------------------------------
 
@@ -587,7 +588,17 @@ class LimitDetailView(WorkspaceTemplateView):
 
     def get(self, request, *args, **kwargs):
         limit = selectors.operating_limit_get(workspace=self.workspace, pk=kwargs["pk"])
-        return render(request, self.template_name, limit_context(request, limit))
+        context = limit_context(request, limit)
+        if limit.is_active:
+            context.update(
+                recommendation_context(
+                    request,
+                    workspace=self.workspace,
+                    model=limit.qualification.configuration.model_name,
+                    workload=limit.qualification.workload.name,
+                )
+            )
+        return render(request, self.template_name, context)
 
 
 class LimitApproveView(WorkspaceTemplateView):

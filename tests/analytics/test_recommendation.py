@@ -309,3 +309,38 @@ def test_the_endpoint_is_documented(api_for):
     assert "model_auto_compact_token_limit" in get_op["description"]
     names = {p["name"] for p in get_op["parameters"]}
     assert {"model", "task_type", "workload", "in_use"} <= names
+
+
+# --- the pages --------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_what_if_and_limit_pages_show_the_setting_to_paste(workspace, limit_128k, client_for):
+    store_parameters(workspace)
+    client = client_for("viewer")
+    page = client.get(
+        f"/w/{workspace.slug}/analytics/what-if/",
+        {"model": MODEL, "task_type": "building", "in_use": 350_000},
+    ).content.decode()
+    section = page.split('id="compaction-recommendation"', 1)[1].split("</section>", 1)[0]
+    assert (
+        "Recommended auto-compact threshold for <strong>claude-sonnet-4-5</strong>, building: <strong>115k</strong> (115,200 tokens)"
+        in section
+    )
+    assert "/autocompact 115200" in section
+    assert "export CLAUDE_CODE_AUTO_COMPACT_WINDOW=115200" in section
+    assert "model_auto_compact_token_limit = 115200" in section
+    assert "<strong>Clipped.</strong> The cycle optimum is 220k" in section
+    assert "above the qualified ECL 128k minus the approved reserve 12.8k: 115k." in section
+    assert 'data-row="in-use"' in section and "350k" in section
+    limit_page = client.get(
+        f"/w/{workspace.slug}/qualification/limits/{limit_128k.pk}/", {"task_type": "building"}
+    ).content.decode()
+    assert "/autocompact 115200" in limit_page
+    assert 'type="hidden" name="model" value="claude-sonnet-4-5"' in limit_page
+    # nothing measured for research yet: the section says what is missing
+    research = client.get(
+        f"/w/{workspace.slug}/qualification/limits/{limit_128k.pk}/", {"task_type": "research"}
+    ).content.decode()
+    assert "Not enough data yet for claude-sonnet-4-5, research." in research
+    assert "have not been computed" in research

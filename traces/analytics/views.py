@@ -24,6 +24,7 @@ from traces.analysis.cycle import (
 )
 from traces.analytics import charts, selectors
 from traces.analytics.forms import AnalyticsFilterForm, ScenarioCompareForm, WhatIfForm
+from traces.analytics.recommendation_views import recommendation_context
 from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_queue
 from traces.pricing import charts as pricing_charts
 from traces.pricing.selectors import agent_type_costs, step_cost, usage_rows_cost
@@ -228,6 +229,7 @@ class WhatIfPage(AnalyticsPage):
     def get(self, request, *args, **kwargs):
         context = self.get_context_data(**kwargs)
         context.update(_what_if_context(request, context))
+        context.update(recommendation_context(request, workspace=self.workspace))
         if context["result"] and context.get("model"):
             context.update(
                 step_cost(_dollar_cost(self.workspace, context["result"]), context["model"])
