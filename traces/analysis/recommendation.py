@@ -158,7 +158,7 @@ def codex_settings(threshold: int) -> dict:
         "file": "~/.codex/config.toml",
         "setting": f"model_auto_compact_token_limit = {threshold}",
         "note": "Codex caps a configured limit at 90% of the model's catalog window; the scope "
-        "is `total` unless model_auto_compact_token_limit_scope says otherwise.",
+        "is total unless model_auto_compact_token_limit_scope says otherwise.",
     }
 
 
