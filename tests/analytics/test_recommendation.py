@@ -344,3 +344,45 @@ def test_what_if_and_limit_pages_show_the_setting_to_paste(workspace, limit_128k
     ).content.decode()
     assert "Not enough data yet for claude-sonnet-4-5, research." in research
     assert "have not been computed" in research
+
+
+# --- end to end on ingested traces ------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_api_on_ingested_traces_matches_the_cycle_optimum_of_the_measured_values(
+    corpus, workspace, members, run_on_commit, api_for
+):
+    """A generated corpus, ingested; the analytics for the model computed by a real job
+    queued from the first read; the answer is the brute-force optimum of the measured S, D,
+    SUMM and P, clipped by the approved limit (ECL 128k − 12.8k)."""
+    corpus()
+    approve_limit(workspace, members, run_on_commit, model="claude")
+    api = api_for("viewer")
+    with run_on_commit():
+        first = get(api, model="claude")
+    assert first.status_code == 202 and first.json()["status"] == "computing"
+    body = get(api, model="claude").json()
+    assert body["status"] == "ok", body
+    values = {k: body["parameters"][k]["value"] for k in ("S", "D", "SUMM", "P")}
+    s, d, summ, p = values["S"], values["D"], values["SUMM"], values["P"]
+    t_star = min(range(int(s + p * d) + 1, 1_000_001, 10), key=lambda t: f(t, s, d, summ, p))
+    assert body["recommendation"]["optimum"] == pytest.approx(t_star, abs=10)
+    expected = min(round(body["recommendation"]["optimum"] / 1000) * 1000, 115_200)
+    assert body["threshold"] == expected
+    assert body["recommendation"]["clipped"] is (expected == 115_200)
+    assert body["recommendation"]["optimum_interval_method"] == BOOTSTRAP
+    assert body["compactions"] >= 10
+
+
+@pytest.mark.django_db
+def test_api_on_ingested_traces_names_what_is_missing(corpus, run_on_commit, api_for):
+    corpus()
+    api = api_for("viewer")
+    with run_on_commit():
+        assert get(api, model="gpt-5-codex").status_code == 202
+    body = get(api, model="gpt-5-codex").json()
+    assert body["status"] == "insufficient_data" and body["threshold"] is None
+    assert (
+        "Only 0 compactions (fewer than 10): P, S and SUMM cannot be estimated." in body["missing"]
+    )
