@@ -386,3 +386,19 @@ def test_api_on_ingested_traces_names_what_is_missing(corpus, run_on_commit, api
     assert (
         "Only 0 compactions (fewer than 10): P, S and SUMM cannot be estimated." in body["missing"]
     )
+
+
+@pytest.mark.django_db
+def test_a_reported_setting_the_model_cannot_place_is_shown_not_priced(workspace, api_for):
+    store_parameters(workspace)
+    Session.objects.create(
+        workspace=workspace,
+        harness=Harness.CODEX,
+        external_id="rollout-low",
+        model_names=[MODEL],
+        auto_compact_token_limit=50_000,
+    )
+    body = get(api_for("viewer"), model=MODEL, task_type="building").json()
+    assert body["status"] == "ok" and body["threshold"] == 220_000
+    assert body["in_use"]["tokens"] == 50_000 and "must be above S" in body["in_use"]["label"]
+    assert body["recommendation"]["in_use"] is None

@@ -111,6 +111,33 @@ def _limit_ceiling(*, workspace: Workspace, model: str, workload: str) -> tuple[
     }, ""
 
 
+def _unmeasured(stored) -> list[str]:
+    """Why the stored analytics give no S, D, SUMM and P ([] when they do)."""
+    result = stored.result or {}
+    measured = result.get("cycle_parameters")
+    if measured and measured.get("usable"):
+        return []
+    failure = (result.get("failures") or {}).get("cycle_parameters")
+    return (measured or {}).get("reasons") or [failure or "the cycle parameters were not measured"]
+
+
+def _estimates(measured: dict) -> tuple[dict, dict]:
+    """The four parameters as shown (value, ci, n, unit, method) and as `Estimate`s."""
+    shown = {
+        label: {name: measured[key][name] for name in ("value", "ci", "n", "unit", "method")}
+        for key, label in PARAMETERS
+    }
+    estimates = {
+        key: Estimate(
+            measured[key]["value"],
+            tuple(measured[key]["ci"]) if measured[key]["ci"] else None,
+            measured[key]["n"],
+        )
+        for key, _ in PARAMETERS
+    }
+    return shown, estimates
+
+
 def compaction_recommendation(
     *,
     workspace: Workspace,
@@ -137,34 +164,13 @@ def compaction_recommendation(
         return answer
     answer.stale = stored.data_version != workspace.data_version
     answer.computed_at = stored.computed_at
-    measured = (stored.result or {}).get("cycle_parameters")
-    if not measured or not measured.get("usable"):
+    if reasons := _unmeasured(stored):
         answer.status = "insufficient_data"
-        reasons = (measured or {}).get("reasons") or [
-            ((stored.result or {}).get("failures") or {}).get("cycle_parameters")
-            or "the cycle parameters were not measured"
-        ]
         answer.missing.extend(reasons)
         return answer
+    measured = stored.result["cycle_parameters"]
     answer.compactions = measured.get("compactions")
-    answer.parameters = {
-        label: {
-            "value": measured[key]["value"],
-            "ci": measured[key]["ci"],
-            "n": measured[key]["n"],
-            "unit": measured[key]["unit"],
-            "method": measured[key]["method"],
-        }
-        for key, label in PARAMETERS
-    }
-    estimates = {
-        key: Estimate(
-            measured[key]["value"],
-            tuple(measured[key]["ci"]) if measured[key]["ci"] else None,
-            measured[key]["n"],
-        )
-        for key, _ in PARAMETERS
-    }
+    answer.parameters, estimates = _estimates(measured)
     answer.disruption = cycle_disruption(workspace=workspace, filters=filters)
     answer.limit, why = _limit_ceiling(workspace=workspace, model=model, workload=workload)
     if why:
@@ -174,6 +180,7 @@ def compaction_recommendation(
     else:
         answer.in_use = setting_in_use(workspace=workspace, model=model)
     bootstrap = measured.get("optimum_ci")
+    limit = answer.limit or {}
 
     def run(tokens: int | None) -> Recommendation:
         return recommend(
@@ -181,8 +188,8 @@ def compaction_recommendation(
             d=estimates["growth_per_step"],
             summ=estimates["summary"],
             p=estimates["penalty_steps"],
-            ecl_tokens=answer.limit["ecl_tokens"] if answer.limit else None,
-            reserve_tokens=answer.limit["reserve_tokens"] if answer.limit else None,
+            ecl_tokens=limit.get("ecl_tokens"),
+            reserve_tokens=limit.get("reserve_tokens"),
             disruption_steps=answer.disruption["steps"],
             in_use=tokens,
             bootstrap_interval=tuple(bootstrap) if bootstrap else None,
