@@ -35,14 +35,16 @@ def _usage_total(usage: dict) -> int | None:
     return sum(usage.get(k) or 0 for k in keys if isinstance(usage.get(k), int))
 
 
-def transcript_context(path: str) -> int | None:
-    """The window of the main agent's last call, from the transcript's tail: its usage's input,
-    cache-creation and cache-read tokens. None when a compaction boundary comes after it (the
-    window is unknown until the next call) or nothing is found in the last megabyte."""
+def transcript_last_call(path: str) -> tuple[int | None, str]:
+    """(window, model) of the main agent's last call, from the transcript's tail: its usage's
+    input, cache-creation and cache-read tokens, and its model. The window is None when a
+    compaction boundary comes after it (unknown until the next call) or nothing is found in
+    the last megabyte; the model is "" when unknown."""
     try:
         handle = open(path, "rb")  # noqa: SIM115 (closed below; sized reads from the end)
     except (OSError, TypeError, ValueError):
-        return None
+        return None, ""
+    model = ""
     with handle:
         size = handle.seek(0, os.SEEK_END)
         for tail in TAIL_BYTES:
@@ -59,16 +61,23 @@ def transcript_context(path: str) -> int | None:
                     continue
                 if not isinstance(record, dict) or record.get("isSidechain"):
                     continue
-                if record.get("subtype") == "compact_boundary":
-                    return None
                 message = record.get("message")
+                if not model and record.get("type") == "assistant" and isinstance(message, dict):
+                    model = message.get("model") if isinstance(message.get("model"), str) else ""
+                if record.get("subtype") == "compact_boundary":
+                    return None, model
                 if record.get("type") == "assistant" and isinstance(message, dict):
                     total = _usage_total(message.get("usage"))
                     if total is not None:
-                        return total
+                        return total, model
             if size <= tail:
                 break
-    return None
+    return None, model
+
+
+def transcript_context(path: str) -> int | None:
+    """The window of the main agent's last call (see `transcript_last_call`)."""
+    return transcript_last_call(path)[0]
 
 
 def context_tokens(payload: dict) -> int | None:
