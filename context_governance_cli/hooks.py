@@ -96,11 +96,14 @@ def build_event(name: str, payload: dict) -> dict:
         "occurred_at": datetime.now(UTC).isoformat(),
         "payload": payload,
     }
-    if name == "pre-compact":
+    if name == "pre-compact" or (name == "session-start" and not payload.get("model")):
+        # Claude Code's PreCompact input names no model, and SessionStart's `model` is optional:
+        # the transcript's last main-agent call tells both (the window only for PreCompact).
         from context_governance_cli.statusline import transcript_last_call
 
         tokens, model = transcript_last_call(payload.get("transcript_path") or "")
-        event["context_tokens"] = tokens
+        if name == "pre-compact":
+            event["context_tokens"] = tokens
         if model:
             event["model"] = model
     return event

@@ -52,7 +52,7 @@ def hook_policy_update(
     spec = _spec_in(workspace, spec_slug) if spec_slug else None
     with transaction.atomic():
         policy = hook_policy_for(workspace=workspace)
-        policy = HookPolicy.objects.select_for_update().select_related("spec").get(pk=policy.pk)
+        policy = HookPolicy.objects.select_for_update().get(pk=policy.pk)
         before = {
             "pre_compact_action": policy.pre_compact_action,
             "session_start_context": policy.session_start_context,
