@@ -158,8 +158,6 @@ def send(settings, events: list[dict]) -> dict:
 
 def run(name: str, raw: bytes, *, err=sys.stderr, out=sys.stdout) -> int:
     """Send one hook event (and any spooled ones), print the answer for it; always 0."""
-    from context_governance_cli import client
-
     try:
         payload = json.loads(raw)
     except ValueError:
@@ -172,6 +170,21 @@ def run(name: str, raw: bytes, *, err=sys.stderr, out=sys.stdout) -> int:
         err.write("context-governance: not logged in (run `context-governance login`)\n")
         return 0
     event = build_event(name, payload)
+    response = deliver(f"hook {name}", event, settings, err=err)
+    answer = response.get("answer") if isinstance(response, dict) else None
+    if isinstance(answer, dict) and answer.get("event_id") == event["event_id"]:
+        output = claude_output(name, answer)
+        if output:
+            out.write(json.dumps(output) + "\n")
+            out.flush()
+    return 0
+
+
+def deliver(label: str, event: dict, settings, *, err=sys.stderr) -> dict | None:
+    """Send `event` after any spooled ones; the server's answer, or None when it was not
+    delivered (spooled for the next hook, or refused and kept aside)."""
+    from context_governance_cli import client
+
     spooled, rest = _claim_spool()
     batch = [*spooled, event]
     try:
@@ -185,21 +198,16 @@ def run(name: str, raw: bytes, *, err=sys.stderr, out=sys.stdout) -> int:
         except OSError:
             pass
         _spool([], rest)
-        err.write(f"context-governance hook {name}: the server refused it: {exc}\n")
+        err.write(f"context-governance {label}: the server refused it: {exc}\n")
+        return None
     except (client.ServerUnreachable, client.TokenRejected) as exc:
         kept = _spool(batch, rest)
         where = f"kept in {spool_path()}" if kept else "the spool is full; dropped"
-        err.write(f"context-governance hook {name}: not sent ({exc}); {where}\n")
-    else:
-        if rest:
-            _spool([], rest)
-        answer = response.get("answer") if isinstance(response, dict) else None
-        if isinstance(answer, dict) and answer.get("event_id") == event["event_id"]:
-            output = claude_output(name, answer)
-            if output:
-                out.write(json.dumps(output) + "\n")
-                out.flush()
-    return 0
+        err.write(f"context-governance {label}: not sent ({exc}); {where}\n")
+        return None
+    if rest:
+        _spool([], rest)
+    return response
 
 
 def main(name: str, stdin) -> int:
