@@ -33,7 +33,7 @@ from bench.common import write_section
 from bench.traces import fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent
-DB = "gov_cli_bench"
+DB = os.environ.get("BENCH_CLI_DB", "gov_cli_bench")
 MODEL_ID = "claude-sonnet-4-20250514"
 
 
@@ -146,8 +146,64 @@ def run_many(
     return samples
 
 
+def run_interleaved(
+    commands: dict[str, tuple[list[str], dict]], stdin: bytes, runs: int, expect=None
+) -> dict[str, list[float]]:
+    """Round-robin starts of each command (`label: (argv, env)`), `runs` each, so that the
+    machine's load falls on all of them alike; wall milliseconds per label."""
+    samples: dict[str, list[float]] = {label: [] for label in commands}
+    for _ in range(runs):
+        for label, (argv, env) in commands.items():
+            start = time.perf_counter()
+            result = subprocess.run([sys.executable, *argv], input=stdin, capture_output=True,
+                                    env=env, cwd=ROOT)  # fmt: skip
+            samples[label].append(1000 * (time.perf_counter() - start))
+            if result.returncode != 0 or (expect and argv[-1] == "statusline"
+                                          and not expect(result)):  # fmt: skip
+                UNEXPECTED[label] = UNEXPECTED.get(label, 0) + 1
+    return samples
+
+
+def old_package(scratch: Path) -> tuple[Path, str]:
+    """The command as it was before issue 19's start-up work (the merge base with main)."""
+    base = subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    target = scratch / "old"
+    target.mkdir()
+    archive = subprocess.run(["git", "archive", base, "context_governance_cli", "numfmt"],
+                             cwd=ROOT, check=True, capture_output=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target, base[:10]
+
+
+SCRIPT = (  # what pip writes as the `context-governance` console script
+    "import sys\nfrom context_governance_cli.main import main\n"
+    "if __name__ == '__main__':\n    sys.exit(main())\n"
+)
+
+
 def p95(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=20, method="inclusive")[18]
+
+
+def cmp_row(label: str, samples: list[float], floor: list[float]) -> str:
+    over = statistics.median(samples) - statistics.median(floor)
+    return (
+        f"| {label} | {len(samples)} | {statistics.median(samples):.1f} ms | "
+        f"**{p95(samples):.1f} ms** | {over:+.1f} ms |"
+    )
+
+
+def ratio(after: list[float], before: list[float]) -> str:
+    return f"{statistics.median(after) / statistics.median(before):.2f}×"
+
+
+def over_ratio(after, before, floor) -> str:
+    base = statistics.median(floor)
+    above = statistics.median(before) - base
+    if above <= 0:
+        return "n/a (before is at the floor)"
+    return f"{(statistics.median(after) - base) / above:.2f}×"
 
 
 def row(label: str, samples: list[float], target: str) -> str:
@@ -160,6 +216,8 @@ def row(label: str, samples: list[float], target: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--compare-runs", type=int, default=50,
+                        help="starts of each command in the before/after comparison")  # fmt: skip
     args = parser.parse_args()
     url = fresh_database(DB)
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SECURE_SSL_REDIRECT": "0",
@@ -232,6 +290,21 @@ def main() -> None:
 
         warm = run_many([*command, "statusline"], status, client_env, runs, expect=shows_limit,
                         name="warm")  # fmt: skip
+        # Before and after, in the same run: the installed script's form (no runpy), with and
+        # without `site` (-S: no editable finder, as in a regular install), and the floors.
+        old_dir, old_rev = old_package(scratch)
+        script = scratch / "context-governance"
+        script.write_text(SCRIPT)
+        new_env = {**client_env, "PYTHONPATH": str(ROOT)}
+        old_env = {**client_env, "PYTHONPATH": str(old_dir)}
+        compare = run_interleaved({
+            "floor": (["-c", "pass"], client_env),
+            "floor -S": (["-S", "-c", "pass"], client_env),
+            "new": ([str(script), "statusline"], new_env),
+            "old": ([str(script), "statusline"], old_env),
+            "new -S": (["-S", str(script), "statusline"], new_env),
+            "old -S": (["-S", str(script), "statusline"], old_env),
+        }, status, args.compare_runs, expect=shows_limit)  # fmt: skip
         cold = run_many([*command, "statusline"], status, client_env, runs, before=drop_cache,
                         expect=shows_limit, name="cold")  # fmt: skip
         subprocess.run([sys.executable, *command, "statusline"], input=status,
@@ -280,6 +353,28 @@ exit. The server is gunicorn (2 workers) on loopback with the demo's approved li
 {row("`hook pre-compact`, server down (refused; spooled)", hook_down, "≤ 300 ms")}
 {row("`hook pre-compact`, server hung (accepts, never answers; spooled)", hook_hung, "≤ 300 ms")}
 
+**Warm status line before and after (issue 19), same run, interleaved** ({args.compare_runs}
+starts each, round-robin): the installed console script's form (`from
+context_governance_cli.main import main`, no `-m`), the command at `{old_rev}` ("before")
+and now ("after"), with the normal start and with `python -S` (no `site`: a regular install
+has no editable finder, which here costs more than the whole command).
+
+| Measure | n | p50 | p95 | p50 over the floor |
+|---|---|---|---|---|
+{cmp_row("Interpreter start (`python -c pass`), floor", compare["floor"], compare["floor"])}
+{cmp_row("`statusline` warm, before", compare["old"], compare["floor"])}
+{cmp_row("`statusline` warm, after", compare["new"], compare["floor"])}
+{cmp_row("Interpreter start without site (`python -S -c pass`), floor", compare["floor -S"], compare["floor -S"])}
+{cmp_row("`statusline` warm without site, before", compare["old -S"], compare["floor -S"])}
+{cmp_row("`statusline` warm without site, after", compare["new -S"], compare["floor -S"])}
+
+Ratio of medians after / before: {ratio(compare["new"], compare["old"])} with site,
+{ratio(compare["new -S"], compare["old -S"])} without; time above the floor after / before:
+{over_ratio(compare["new"], compare["old"], compare["floor"])} with site,
+{over_ratio(compare["new -S"], compare["old -S"], compare["floor -S"])} without. The warm path now imports
+`os`, `math`, `_json` (the C scanner `json.loads` uses, without `json`, `re` and `enum`) and
+`_sha256` (no OpenSSL), nothing else (`tests/cli/test_units.py` pins the list).
+
 Runs whose output was not the expected one (a line without the limit, a hook not sent
 within its budget, …): {UNEXPECTED or "none"}. The status-line runs here wait up to 5 s for
 the server (`CONTEXT_GOVERNANCE_TIMEOUT=5`) so that the cold figure is the real round trip;
@@ -288,10 +383,10 @@ budget.
 
 The hook's budget is 0.15 s for the whole request (`CONTEXT_GOVERNANCE_HOOK_TIMEOUT`), so a
 hung server costs the interpreter start, the imports and about 150 ms. The warm status line
-is the interpreter start plus its imports (about 10 ms: json, hashlib, numfmt, the package)
-and reading the cache and the Claude settings files. The interpreter start here includes the
-development install's editable-package finder (about 15 ms of `site`), which a regular
-`pip install` does not have.
+is the interpreter start plus its few imports and reading the cache and the Claude settings
+files. The interpreter start here includes the development install's editable-package
+finder (`site`), which a regular `pip install` does not have: compare the rows without site
+above.
 """
     write_section("CLI: status line and hooks", body, command="python -m bench.cli")
     log(body)
