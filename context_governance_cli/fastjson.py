@@ -56,6 +56,12 @@ def loads(data: bytes | bytearray | str):
         value, end = _scan(text, start)
     except StopIteration as stop:
         raise ValueError(f"Expecting value: char {stop.value}") from None
+    except Exception:
+        # The scanner builds json.decoder.JSONDecodeError for a bad document, which fails
+        # (SystemError) while json.decoder is not imported: let json say what is wrong.
+        import json
+
+        return json.loads(text)
     if text[end:].strip(_WHITESPACE):
         raise ValueError(f"Extra data: char {end}")
     return value

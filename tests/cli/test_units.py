@@ -221,3 +221,29 @@ def test_the_warm_status_line_imports_only_these_modules(tmp_path):
     heavy = {"json", "re", "pathlib", "hashlib", "_hashlib", "typing", "http.client", "enum",
              "dataclasses", "argparse", "urllib.parse", "socket"}  # fmt: skip
     assert not heavy & imported, heavy & imported
+
+
+def test_fastjson_in_a_fresh_interpreter_without_json_imported():
+    """The C scanner reports a bad document through json.decoder: in a process that has not
+    imported json (the status line's), a bad document must still be a ValueError."""
+    code = (
+        "import sys\n"
+        "from context_governance_cli import fastjson\n"
+        "out = []\n"
+        "for doc in (b'{not json', b'{\"a\": \"\\\\x\"}', b'[1, 2,]', b'{\"a\": 1} x', b''):\n"
+        "    try:\n"
+        "        fastjson.loads(doc)\n"
+        "        out.append('value')\n"
+        "    except ValueError:\n"
+        "        out.append('ValueError')\n"
+        'valid = fastjson.loads(b\'{"a": [1, 2.5, null, true, "\\\\u00e9"]}\')\n'
+        "print(out, valid)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert result.stdout.strip() == (
+        "['ValueError', 'ValueError', 'ValueError', 'ValueError', 'ValueError'] "
+        "{'a': [1, 2.5, None, True, 'é']}"
+    )
