@@ -162,9 +162,8 @@ class HookBatchResultSerializer(serializers.Serializer):
 class HookAnswerSerializer(serializers.Serializer):
     event_id = serializers.CharField(help_text="The event answered: the batch's last.")
     event = serializers.CharField()
-    action = serializers.ChoiceField(
-        choices=["none", "suggest", "block", "context"],
-        help_text="`none`: say nothing. `suggest`: show `message` to the user. `block`: refuse "
+    action = serializers.CharField(
+        help_text="One of `none`, `suggest`, `block`, `context`. `none`: say nothing. `suggest`: show `message` to the user. `block`: refuse "
         "the compaction with `message` as the reason (PreCompact, automatic only). `context`: "
         "give the agent `additional_context` (SessionStart), and show `message` if set.",
     )
