@@ -155,8 +155,10 @@ def run_interleaved(
     for _ in range(runs):
         for label, (argv, env) in commands.items():
             start = time.perf_counter()
-            result = subprocess.run([sys.executable, *argv], input=stdin, capture_output=True,
-                                    env=env, cwd=ROOT)  # fmt: skip
+            program = argv[0].startswith("/") and os.access(argv[0], os.X_OK)
+            command = argv if program else [sys.executable, *argv]
+            result = subprocess.run(command, input=stdin, capture_output=True, env=env,
+                                    cwd=ROOT)  # fmt: skip
             samples[label].append(1000 * (time.perf_counter() - start))
             if result.returncode != 0 or (expect and argv[-1] == "statusline"
                                           and not expect(result)):  # fmt: skip
@@ -408,7 +410,26 @@ def compare_warm(runs: int) -> None:
         def shows_limit(result):
             return result.stdout.decode().strip() == lines["after"]
 
+        # Regular installs: a venv each (no editable finder, no .pth files), the package
+        # copied into its site-packages and the console script in its bin, as pip lays out.
+        venvs = {}
+        for label, source in (("old", old_dir), ("new", ROOT)):
+            venv = scratch / f"venv-{label}"
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                           check=True)  # fmt: skip
+            (site_packages,) = venv.glob("lib/python3*/site-packages")
+            for package in ("context_governance_cli", "numfmt"):
+                shutil.copytree(source / package, site_packages / package,
+                                ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+            installed = venv / "bin" / "context-governance"
+            installed.write_text(f"#!{venv / 'bin' / 'python'}\n{SCRIPT}")
+            installed.chmod(0o755)
+            venvs[label] = (venv / "bin" / "python", installed)
+        plain = {k: v for k, v in env.items() if k != "PYTHONPATH"}
         compare = run_interleaved({
+            "floor venv": ([str(venvs["new"][0]), "-c", "pass"], plain),
+            "new venv": ([str(venvs["new"][1]), "statusline"], plain),
+            "old venv": ([str(venvs["old"][1]), "statusline"], plain),
             "floor": (["-c", "pass"], env),
             "floor -S": (["-S", "-c", "pass"], env),
             "new": ([str(script), "statusline"], new_env),
@@ -425,21 +446,28 @@ start-up work, measured in one run: {runs} starts of each command, round-robin, 
 machine's load falls on all of them alike. Each start is the installed console script's form
 (`from context_governance_cli.main import main`, as pip writes it; no `-m`), fed the same
 status JSON; "before" is the package at `{old_rev}`, "after" this branch. Both printed
-`{lines["after"]}`. With the normal interpreter start (this development venv's `site` loads
-an editable-install finder) and with `python -S` (no `site`, the closest to a regular
-install's start). The machine is shared: load average {load[0]:.1f} / {load[1]:.1f} /
+`{lines["after"]}`. First as a regular install: a fresh venv per version with the package
+copied into its site-packages and the console script in its bin, run as Claude Code runs it.
+Then in this development venv (whose `site` loads an editable-install finder and a
+coverage hook), with and without `site` (`python -S`). The machine is shared: load average {load[0]:.1f} / {load[1]:.1f} /
 {load[2]:.1f} (1 / 5 / 15 min) when the run ended.
 
 | Measure | n | p50 | p95 | p50 over the floor |
 |---|---|---|---|---|
-{cmp_row("Interpreter start (`python -c pass`), floor", compare["floor"], compare["floor"])}
+{cmp_row("Regular install (a venv, package in site-packages): interpreter start, floor", compare["floor venv"], compare["floor venv"])}
+{cmp_row("Regular install: `context-governance statusline` warm, before", compare["old venv"], compare["floor venv"])}
+{cmp_row("Regular install: `context-governance statusline` warm, after", compare["new venv"], compare["floor venv"])}
+{cmp_row("Development venv: interpreter start (`python -c pass`), floor", compare["floor"], compare["floor"])}
 {cmp_row("`statusline` warm, before", compare["old"], compare["floor"])}
 {cmp_row("`statusline` warm, after", compare["new"], compare["floor"])}
 {cmp_row("Interpreter start without site (`python -S -c pass`), floor", compare["floor -S"], compare["floor -S"])}
 {cmp_row("`statusline` warm without site, before", compare["old -S"], compare["floor -S"])}
 {cmp_row("`statusline` warm without site, after", compare["new -S"], compare["floor -S"])}
 
-- Medians, after / before: {ratio(compare["new"], compare["old"])} with site,
+- Regular install, medians after / before: {ratio(compare["new venv"], compare["old venv"])};
+  time above the floor after / before:
+  {over_ratio(compare["new venv"], compare["old venv"], compare["floor venv"])}.
+- Development venv, medians after / before: {ratio(compare["new"], compare["old"])} with site,
   {ratio(compare["new -S"], compare["old -S"])} without.
 - Time above the interpreter's own start, after / before:
   {over_ratio(compare["new"], compare["old"], compare["floor"])} with site,
