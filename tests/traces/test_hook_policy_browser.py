@@ -17,8 +17,8 @@ def test_admin_sets_the_policy_viewer_reads_it(
     login,
     members,
     workspace,
-    authoritative,
-    screenshot,  # noqa: F811
+    authoritative,  # noqa: F811
+    screenshot,
 ):
     spec, version = authoritative()
     login("admin-a")
