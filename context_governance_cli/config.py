@@ -10,30 +10,49 @@ or `~/.cache/context-governance`.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
+
+from context_governance_cli import fastjson
+
+TYPE_CHECKING = False  # typing itself is a slow import for the status line
+if TYPE_CHECKING:
+    from pathlib import Path
 
 APP = "context-governance"
 
+# The status line's warm path uses the string forms: importing pathlib (with fnmatch, re and
+# urllib.parse behind it) costs more than the rest of the status line.
+
+
+def config_dir_str() -> str:
+    if os.environ.get("CONTEXT_GOVERNANCE_CONFIG_DIR"):
+        return os.environ["CONTEXT_GOVERNANCE_CONFIG_DIR"]
+    if sys.platform == "win32" and os.environ.get("APPDATA"):
+        return os.path.join(os.environ["APPDATA"], APP)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, APP)
+
+
+def cache_dir_str() -> str:
+    if os.environ.get("CONTEXT_GOVERNANCE_CACHE_DIR"):
+        return os.environ["CONTEXT_GOVERNANCE_CACHE_DIR"]
+    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
+        return os.path.join(os.environ["LOCALAPPDATA"], APP, "cache")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, APP)
+
 
 def config_dir() -> Path:
-    if os.environ.get("CONTEXT_GOVERNANCE_CONFIG_DIR"):
-        return Path(os.environ["CONTEXT_GOVERNANCE_CONFIG_DIR"])
-    if sys.platform == "win32" and os.environ.get("APPDATA"):
-        return Path(os.environ["APPDATA"]) / APP
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(base) / APP
+    from pathlib import Path
+
+    return Path(config_dir_str())
 
 
 def cache_dir() -> Path:
-    if os.environ.get("CONTEXT_GOVERNANCE_CACHE_DIR"):
-        return Path(os.environ["CONTEXT_GOVERNANCE_CACHE_DIR"])
-    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"]) / APP / "cache"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / APP
+    from pathlib import Path
+
+    return Path(cache_dir_str())
 
 
 def config_path() -> Path:
@@ -54,11 +73,11 @@ class Settings:
         return bool(self.url and self.token)
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: str | Path) -> dict:
     """A JSON object from a file; {} when the file is missing or unreadable."""
     try:
         with open(path, "rb") as handle:
-            data = json.loads(handle.read() or b"{}")
+            data = fastjson.loads(handle.read() or b"{}")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -69,7 +88,7 @@ def load_settings() -> Settings:
     token = os.environ.get("CONTEXT_GOVERNANCE_TOKEN", "").strip()
     source = "environment" if url or token else ""
     if not (url and token):
-        saved = read_json(config_path())
+        saved = read_json(os.path.join(config_dir_str(), "config.json"))
         url = url or str(saved.get("url", "")).strip()
         token = token or str(saved.get("token", "")).strip()
         if saved and not source:
@@ -79,6 +98,8 @@ def load_settings() -> Settings:
 
 def write_private_json(path: Path, data: dict) -> None:
     """Write JSON readable by the owner only (0600; the directory 0700), atomically."""
+    import json
+
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -89,11 +110,16 @@ def write_private_json(path: Path, data: dict) -> None:
     os.replace(temporary, path)
 
 
-def write_cache_json(path: Path, data: dict) -> None:
+def write_cache_json(path: str | Path, data: dict) -> None:
     """Write a cache file atomically; failures are ignored (the cache is an optimisation)."""
+    import json
+
+    path = os.fspath(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        temporary = os.path.join(
+            os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp"
+        )
         with open(temporary, "w", encoding="utf-8") as handle:
             json.dump(data, handle)
         os.replace(temporary, path)

@@ -1,9 +1,15 @@
 """`context-governance hook session-start|pre-compact|post-compact`: send Claude Code's hook
-payload to the server (`POST /api/v1/hooks/`) within a short time budget.
+payload to the server (`POST /api/v1/hooks/`) within a short time budget, and print the
+server's answer in Claude Code's hook-output format.
 
-A hook never blocks or fails the harness: it prints nothing on stdout (SessionStart's stdout
-would become context), always exits 0, and spends at most `TIMEOUT_SECONDS` on the request.
-What cannot be sent in time is appended to a spool file and sent with the next hook.
+The server decides by the workspace's hook policy (the response's `answer`): at PreCompact a
+suggestion (`systemMessage`) or a block (`{"decision": "block", "reason": …}`, the only way
+a PreCompact hook can stop a compaction besides exit 2); at SessionStart
+`hookSpecificOutput.additionalContext`. Nothing else is ever printed on stdout.
+
+A hook never fails the harness: it always exits 0, spends at most `TIMEOUT_SECONDS` on the
+request, and prints nothing when anything goes wrong. What cannot be sent in time is
+appended to a spool file and sent with the next hook.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ MAX_STDIN_BYTES = 8 * 1024 * 1024
 MAX_BATCH = 200
 MAX_BATCH_BYTES = 256 * 1024  # spooled events sent with one hook: what fits its time budget
 MAX_SPOOL_BYTES = 20 * 1024 * 1024
+MAX_OUTPUT_CHARS = 10_000  # Claude Code caps hook-output strings at 10,000 characters
 
 
 def spool_path() -> Path:
@@ -89,11 +96,48 @@ def build_event(name: str, payload: dict) -> dict:
         "occurred_at": datetime.now(UTC).isoformat(),
         "payload": payload,
     }
-    if name == "pre-compact":
-        from context_governance_cli.statusline import transcript_context
+    if name == "pre-compact" or (name == "session-start" and not payload.get("model")):
+        # Claude Code's PreCompact input names no model, and SessionStart's `model` is optional:
+        # the transcript's last main-agent call tells both (the window only for PreCompact).
+        from context_governance_cli.statusline import transcript_last_call
 
-        event["context_tokens"] = transcript_context(payload.get("transcript_path") or "")
+        tokens, model = transcript_last_call(payload.get("transcript_path") or "")
+        if name == "pre-compact":
+            event["context_tokens"] = tokens
+        if model:
+            event["model"] = model
     return event
+
+
+def _text(value) -> str:
+    return value[:MAX_OUTPUT_CHARS] if isinstance(value, str) else ""
+
+
+def claude_output(name: str, answer) -> dict | None:
+    """The server's answer as Claude Code's hook output for this event; None: print nothing."""
+    if not isinstance(answer, dict):
+        return None
+    action, message = answer.get("action"), _text(answer.get("message"))
+    if name == "pre-compact":
+        if action == "block" and message:
+            return {"decision": "block", "reason": message}
+        if action == "suggest" and message:
+            # Claude Code discards a PreCompact's systemMessage (HARNESS_TELEMETRY.md §2); the
+            # server repeats it at the SessionStart(compact) that follows the compaction.
+            return {"systemMessage": message}
+        return None
+    if name == "session-start" and action == "context":
+        output: dict = {}
+        context = _text(answer.get("additional_context"))
+        if context:
+            output["hookSpecificOutput"] = {
+                "hookEventName": "SessionStart",
+                "additionalContext": context,
+            }
+        if message:
+            output["systemMessage"] = message
+        return output or None
+    return None
 
 
 def hook_timeout() -> float:
@@ -112,10 +156,8 @@ def send(settings, events: list[dict]) -> dict:
     )  # fmt: skip
 
 
-def run(name: str, raw: bytes, *, err=sys.stderr) -> int:
-    """Send one hook event (and any spooled ones); always 0."""
-    from context_governance_cli import client
-
+def run(name: str, raw: bytes, *, err=sys.stderr, out=sys.stdout) -> int:
+    """Send one hook event (and any spooled ones), print the answer for it; always 0."""
     try:
         payload = json.loads(raw)
     except ValueError:
@@ -128,10 +170,25 @@ def run(name: str, raw: bytes, *, err=sys.stderr) -> int:
         err.write("context-governance: not logged in (run `context-governance login`)\n")
         return 0
     event = build_event(name, payload)
+    response = deliver(f"hook {name}", event, settings, err=err)
+    answer = response.get("answer") if isinstance(response, dict) else None
+    if isinstance(answer, dict) and answer.get("event_id") == event["event_id"]:
+        output = claude_output(name, answer)
+        if output:
+            out.write(json.dumps(output) + "\n")
+            out.flush()
+    return 0
+
+
+def deliver(label: str, event: dict, settings, *, err=sys.stderr) -> dict | None:
+    """Send `event` after any spooled ones; the server's answer, or None when it was not
+    delivered (spooled for the next hook, or refused and kept aside)."""
+    from context_governance_cli import client
+
     spooled, rest = _claim_spool()
     batch = [*spooled, event]
     try:
-        send(settings, batch)
+        response = send(settings, batch)
     except client.ServerError as exc:
         # The server refused the batch (400): resending it cannot help; keep it for inspection.
         rejected = spool_path().with_name("hook-rejected.jsonl")
@@ -141,15 +198,16 @@ def run(name: str, raw: bytes, *, err=sys.stderr) -> int:
         except OSError:
             pass
         _spool([], rest)
-        err.write(f"context-governance hook {name}: the server refused it: {exc}\n")
+        err.write(f"context-governance {label}: the server refused it: {exc}\n")
+        return None
     except (client.ServerUnreachable, client.TokenRejected) as exc:
         kept = _spool(batch, rest)
         where = f"kept in {spool_path()}" if kept else "the spool is full; dropped"
-        err.write(f"context-governance hook {name}: not sent ({exc}); {where}\n")
-    else:
-        if rest:
-            _spool([], rest)
-    return 0
+        err.write(f"context-governance {label}: not sent ({exc}); {where}\n")
+        return None
+    if rest:
+        _spool([], rest)
+    return response
 
 
 def main(name: str, stdin) -> int:

@@ -41,13 +41,22 @@ def _parser():
 
     hook = commands.add_parser("hook", help="send a Claude Code hook's payload (stdin)")
     hook.add_argument("event", choices=["session-start", "pre-compact", "post-compact"])
+    notify = commands.add_parser(
+        "codex-notify", help="record a Codex turn (Codex's `notify` program; JSON argument)"
+    )
+    notify.add_argument("notification", help="the JSON Codex appends")
 
     for name, text in (
-        ("install-hooks", "add the hooks and the status line to Claude Code's settings.json"),
+        ("install-hooks", "add the hooks and the status line to Claude Code's settings.json, "
+         "or the notify program to Codex's config.toml"),
         ("uninstall-hooks", "remove exactly what install-hooks added"),
-    ):
+    ):  # fmt: skip
         sub = commands.add_parser(name, help=text)
-        sub.add_argument("--claude", action="store_true", required=True, help="Claude Code")
+        harness = sub.add_mutually_exclusive_group(required=True)
+        harness.add_argument("--claude", action="store_true", help="Claude Code")
+        harness.add_argument(
+            "--codex", action="store_true", help="Codex CLI: $CODEX_HOME/config.toml (~/.codex)"
+        )
         where = sub.add_mutually_exclusive_group()
         where.add_argument(
             "--project", metavar="DIR", help="DIR/.claude/settings.json (default: the current "
@@ -66,6 +75,11 @@ def _parser():
                 "--replace-statusline",
                 action="store_true",
                 help="replace an existing statusLine (uninstall-hooks restores it)",
+            )
+            sub.add_argument(
+                "--replace-notify",
+                action="store_true",
+                help="Codex: replace an existing notify program (uninstall-hooks restores it)",
             )
     return parser
 
@@ -135,9 +149,30 @@ def _whoami() -> int:
 def _hooks(args, *, install: bool) -> int:
     from context_governance_cli import install as installer
 
-    path = installer.settings_path(user=args.user, project=args.project)
+    if args.codex:
+        from context_governance_cli import codex_install
+
+        if args.project or args.user:
+            print("--codex edits $CODEX_HOME/config.toml (default ~/.codex): --project and "
+                  "--user are for --claude.", file=sys.stderr)  # fmt: skip
+            return 2
+        path = codex_install.config_path()
+    else:
+        path = installer.settings_path(user=args.user, project=args.project)
     try:
-        if install:
+        if install and args.codex:
+            import shlex
+
+            change = codex_install.plan_install(
+                path,
+                argv=[*shlex.split(args.program), "codex-notify"]
+                if args.program
+                else codex_install.default_argv(),
+                replace=args.replace_notify,
+            )
+        elif args.codex:
+            change = codex_install.plan_uninstall(path)
+        elif install:
             change = installer.plan_install(
                 path,
                 command=args.program or installer.default_command(),
@@ -168,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["statusline"]:
         return _statusline()
+    if argv[:1] == ["codex-notify"]:  # Codex appends the JSON; argparse is not needed
+        from context_governance_cli import codex
+
+        return codex.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "statusline":
         return _statusline()

@@ -9,14 +9,11 @@ shown marked "stale".
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import time
-from pathlib import Path
 
 import numfmt
-from context_governance_cli import config
+from context_governance_cli import config, fastjson
 
 CACHE_SECONDS = 300.0
 REJECTED_SECONDS = 60.0  # a rejected token is asked about again after this long
@@ -35,14 +32,16 @@ def _usage_total(usage: dict) -> int | None:
     return sum(usage.get(k) or 0 for k in keys if isinstance(usage.get(k), int))
 
 
-def transcript_context(path: str) -> int | None:
-    """The window of the main agent's last call, from the transcript's tail: its usage's input,
-    cache-creation and cache-read tokens. None when a compaction boundary comes after it (the
-    window is unknown until the next call) or nothing is found in the last megabyte."""
+def transcript_last_call(path: str) -> tuple[int | None, str]:
+    """(window, model) of the main agent's last call, from the transcript's tail: its usage's
+    input, cache-creation and cache-read tokens, and its model. The window is None when a
+    compaction boundary comes after it (unknown until the next call) or nothing is found in
+    the last megabyte; the model is "" when unknown."""
     try:
         handle = open(path, "rb")  # noqa: SIM115 (closed below; sized reads from the end)
     except (OSError, TypeError, ValueError):
-        return None
+        return None, ""
+    model = ""
     with handle:
         size = handle.seek(0, os.SEEK_END)
         for tail in TAIL_BYTES:
@@ -54,21 +53,28 @@ def transcript_context(path: str) -> int | None:
                 if b'"usage"' not in line and b"compact_boundary" not in line:
                     continue
                 try:
-                    record = json.loads(line)
+                    record = fastjson.loads(line)
                 except ValueError:
                     continue
                 if not isinstance(record, dict) or record.get("isSidechain"):
                     continue
-                if record.get("subtype") == "compact_boundary":
-                    return None
                 message = record.get("message")
+                if not model and record.get("type") == "assistant" and isinstance(message, dict):
+                    model = message.get("model") if isinstance(message.get("model"), str) else ""
+                if record.get("subtype") == "compact_boundary":
+                    return None, model
                 if record.get("type") == "assistant" and isinstance(message, dict):
                     total = _usage_total(message.get("usage"))
                     if total is not None:
-                        return total
+                        return total, model
             if size <= tail:
                 break
-    return None
+    return None, model
+
+
+def transcript_context(path: str) -> int | None:
+    """The window of the main agent's last call (see `transcript_last_call`)."""
+    return transcript_last_call(path)[0]
 
 
 def context_tokens(payload: dict) -> int | None:
@@ -91,13 +97,13 @@ def context_tokens(payload: dict) -> int | None:
 
 def _claude_settings(payload: dict, env) -> list[dict]:
     """User, project and local settings, in increasing precedence."""
-    user_dir = Path(env.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+    user_dir = env.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
     workspace = payload.get("workspace") if isinstance(payload.get("workspace"), dict) else {}
     project = workspace.get("project_dir") or payload.get("cwd") or ""
-    paths = [user_dir / "settings.json"]
-    if project:
-        paths += [Path(project, ".claude", "settings.json")]
-        paths += [Path(project, ".claude", "settings.local.json")]
+    paths = [os.path.join(user_dir, "settings.json")]
+    if isinstance(project, str) and project:
+        paths += [os.path.join(project, ".claude", "settings.json")]
+        paths += [os.path.join(project, ".claude", "settings.local.json")]
     return [config.read_json(path) for path in paths]
 
 
@@ -144,8 +150,21 @@ def compaction_threshold(payload: dict, env) -> int | str | None:
 # --- the limit, cached -----------------------------------------------------------------------
 
 
+def _sha256_hex(data: bytes) -> str:
+    """hashlib's sha256 without hashlib: its OpenSSL binding is the slowest import of the
+    status line; the built-in module gives the same digest."""
+    try:
+        from _sha2 import sha256  # Python 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # Python 3.11
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data).hexdigest()
+
+
 def _cache_key(settings: config.Settings, model_id: str, workload: str = "") -> str:
-    token = hashlib.sha256(settings.token.encode()).hexdigest()[:16]
+    token = _sha256_hex(settings.token.encode())[:16]
     return f"{settings.url}|{token}|{model_id}" + (f"|{workload}" if workload else "")
 
 
@@ -161,9 +180,7 @@ def cached_limit(
 ):
     """(answer, note): the server's answer for the model from the cache while fresh, else from
     the server; on failure the cached answer with note "stale", or None with a short note."""
-    from context_governance_cli import client
-
-    path = config.cache_dir() / "limits.json"
+    path = os.path.join(config.cache_dir_str(), "limits.json")
     cache = config.read_json(path)
     key = _cache_key(settings, model_id, workload)
     entry = cache.get(key) if isinstance(cache.get(key), dict) else None
@@ -174,6 +191,8 @@ def cached_limit(
         else:
             return entry.get("answer"), ""
     from urllib.parse import quote
+
+    from context_governance_cli import client
 
     try:
         answer = client.request(
@@ -245,7 +264,7 @@ def format_line(
 def render(raw: bytes, env, *, now: float | None = None) -> str:
     """The status line for one status-line input."""
     try:
-        payload = json.loads(raw)
+        payload = fastjson.loads(raw)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):

@@ -3,7 +3,7 @@
 from django import forms
 
 from traces.formats import FORMATS
-from traces.models import IdentityHandling
+from traces.models import IdentityHandling, PreCompactAction
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -51,3 +51,32 @@ class TelemetryPolicyForm(forms.Form):
         help_text="user.email, user.account_uuid, user.account_id, user.id and organization.id, "
         "wherever an OTLP request carries them (resource, record, data point or span).",
     )
+
+
+class HookPolicyForm(forms.Form):
+    pre_compact_action = forms.ChoiceField(
+        choices=PreCompactAction.choices,
+        widget=forms.RadioSelect,
+        label="Before a compaction above the qualified ECL",
+        help_text="Claude Code's PreCompact hook, when the context is above the qualified "
+        "effective context length of the session's model. A manual /compact is never blocked: "
+        "it gets the suggestion.",
+    )
+    session_start_context = forms.BooleanField(
+        required=False,
+        label="Give the agent the operating limit and the specification's key at session start",
+        help_text="Claude Code's SessionStart hook, as additional context: a few lines, sent at "
+        "startup, resume, /clear and after each compaction.",
+    )
+    spec = forms.ChoiceField(
+        required=False,
+        label="Authoritative specification to restart from",
+        help_text="Named in the suggestion, the additional context and the prefilled restart "
+        "package. Empty: the workspace's only specification with an authoritative version.",
+    )
+
+    def __init__(self, *args, specs=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["spec"].choices = [("", "— the only authoritative one —")] + [
+            (spec.slug, f"{spec.title} ({spec.slug})") for spec in specs
+        ]

@@ -731,3 +731,51 @@ class HookEvent(WorkspaceOwned):
 
     def __str__(self) -> str:
         return f"{self.event} {self.session_external_id}"
+
+
+class PreCompactAction(models.TextChoices):
+    OFF = "off", "off: let the compaction happen, say nothing"
+    SUGGEST = "suggest", "suggest a restart from the authoritative specification"
+    BLOCK = "block", "block the automatic compaction and suggest a restart"
+
+
+class HookPolicy(WorkspaceOwned):
+    """What `context-governance hook …` answers the harness in a workspace; one per
+    workspace, admins edit it. The server decides; the command prints the answer."""
+
+    pre_compact_action = models.CharField(
+        max_length=8,
+        choices=PreCompactAction.choices,
+        default=PreCompactAction.SUGGEST,
+        help_text="At PreCompact, when the context is above the qualified ECL of the session's "
+        "model.",
+    )
+    session_start_context = models.BooleanField(
+        default=True,
+        help_text="At SessionStart, give the agent the operating limit and the key of the "
+        "authoritative specification as additional context.",
+    )
+    spec = models.ForeignKey(
+        "specs.Spec",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The specification whose authoritative version sessions restart from.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace"], name="hook_policy_one_per_workspace"),
+            models.CheckConstraint(
+                condition=models.Q(pre_compact_action__in=PreCompactAction.values),
+                name="hook_policy_valid_pre_compact_action",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"hook policy ({self.pre_compact_action})"

@@ -122,3 +122,240 @@ def telemetry_policy_peek(*, workspace):
     return TelemetryPolicy.objects.filter(workspace=workspace).first() or TelemetryPolicy(
         workspace=workspace
     )
+
+
+# --- hook policy and the answers to hooks ------------------------------------------------------
+
+
+def hook_policy_peek(*, workspace):
+    """The workspace's hook policy, or the defaults (unsaved) if it has none yet."""
+    from traces.models import HookPolicy
+
+    return HookPolicy.objects.filter(workspace=workspace).select_related(
+        "spec"
+    ).first() or HookPolicy(workspace=workspace)
+
+
+SUGGESTION_WINDOW_SECONDS = 3600  # a SessionStart(compact) repeats a PreCompact this recent
+
+
+def hook_restart_spec(*, workspace, policy):
+    """(spec, version): the policy's spec and its authoritative version, else the workspace's
+    only authoritative version; (None, None) when there is none."""
+    from specs.selectors import authoritative_version, authoritative_versions
+
+    if policy.spec_id:
+        return policy.spec, authoritative_version(spec=policy.spec)
+    versions = list(authoritative_versions(workspace=workspace)[:2])
+    if len(versions) == 1:
+        return versions[0].spec, versions[0]
+    return None, None
+
+
+def spec_key(spec, version) -> str:
+    """How the hooks name the authoritative specification: its key, version and fingerprint."""
+    return f"{spec.slug} v{version.number} (sha256:{version.fingerprint[:12]})"
+
+
+def _session_model(*, workspace, event: dict, session: Session | None) -> str:
+    """The model of the hook's session: what the client read in the transcript, the hook's own
+    `model` key, an earlier SessionStart's, or the ingested session's last model."""
+    from traces.models import HookEvent
+
+    for value in (event.get("model"), event["payload"].get("model")):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    external_id = str(event["payload"].get("session_id") or "")
+    if external_id:
+        earlier = (
+            HookEvent.objects.filter(
+                workspace=workspace, session_external_id=external_id, payload__has_key="model"
+            )
+            .order_by("-occurred_at", "-id")
+            .values_list("payload", flat=True)
+            .first()
+        )
+        if earlier and isinstance(earlier.get("model"), str) and earlier["model"].strip():
+            return earlier["model"].strip()
+    if session is not None and session.model_names:
+        return str(session.model_names[-1])
+    return ""
+
+
+def _limit_values(active) -> tuple[int | None, dict]:
+    """(the qualified ECL in tokens or None, the limit's figures for the texts)."""
+    limit = active.limit
+    family = active.weakest_family or {}
+    return family.get("ecl_tokens"), {
+        "limit": limit.max_context_tokens,
+        "reserve": limit.reserve_tokens,
+        "name": limit.name,
+        "family": family.get("family") or "",
+        "ecl_text": family.get("ecl_text") or "",
+    }
+
+
+def _restart_url(*, workspace, version, session, absolute) -> str:
+    from urllib.parse import urlencode
+
+    from django.urls import reverse
+
+    params = {}
+    if version is not None:
+        params["spec_version"] = version.pk
+    if session is not None:
+        params["session"] = session.pk
+    path = reverse("specs:package_create", args=[workspace.slug])
+    return absolute(path + (f"?{urlencode(params)}" if params else ""))
+
+
+def hook_answer(*, workspace, event: dict, absolute=lambda path: path) -> dict:
+    """What the harness should be told for one hook event, by the workspace's hook policy.
+
+    `action` is `none` (say nothing), `suggest` (a message for the user), `block` (a
+    PreCompact is refused, with the message as the reason) or `context` (SessionStart:
+    `additional_context` for the agent, and a `message` for the user after a compaction the
+    policy warned about). `reason` says why, also when the action is `none`. Harness formats
+    are the client's business; `absolute` makes the restart link absolute."""
+    import numfmt
+    from qualification.selectors import active_limit_for_model_id
+
+    name, payload = event["event"], event["payload"]
+    answer = {
+        "event_id": event["event_id"],
+        "event": name,
+        "action": "none",
+        "message": "",
+        "additional_context": "",
+        "restart_url": "",
+        "reason": "",
+    }
+    if name not in ("PreCompact", "SessionStart"):
+        answer["reason"] = f"The policy has no answer for {name}."
+        return answer
+    policy = hook_policy_peek(workspace=workspace)
+    if name == "PreCompact" and policy.pre_compact_action == "off":
+        answer["reason"] = "The workspace's policy for PreCompact is off."
+        return answer
+    trigger = str(payload.get("trigger") or "")
+    source = str(payload.get("source") or "")
+    if (
+        name == "SessionStart"
+        and not policy.session_start_context
+        and (source != "compact" or policy.pre_compact_action == "off")
+    ):
+        answer["reason"] = "The workspace's policy adds no context at SessionStart."
+        return answer
+    external_id = str(payload.get("session_id") or "")[:200]
+    harness = event.get("harness") or "claude-code"
+    session = (
+        Session.objects.filter(workspace=workspace, harness=harness, external_id=external_id)
+        .only("pk", "model_names")
+        .first()
+        if external_id
+        else None
+    )
+    model = _session_model(workspace=workspace, event=event, session=session)
+    if not model:
+        answer["reason"] = "The session's model is not known yet."
+        return answer
+    active = active_limit_for_model_id(workspace=workspace, model_id=model[:200])
+    if active.limit is None:
+        answer["reason"] = f"No approved operating limit for {model}."
+        return answer
+    ecl, figures = _limit_values(active)
+    spec, version = hook_restart_spec(workspace=workspace, policy=policy)
+    restart = _restart_url(workspace=workspace, version=version, session=session, absolute=absolute)
+    where = (
+        f"the authoritative specification {spec_key(spec, version)}"
+        if version is not None
+        else "a restart package (no authoritative specification is set for the hooks)"
+    )
+
+    def over_text(context: int) -> str:
+        return (
+            f"Context Governance: the context holds {numfmt.tokens(context)} tokens, above the "
+            f"qualified ECL of {numfmt.tokens(ecl)} for {model} (approved limit "
+            f"{numfmt.tokens(figures['limit'])}). A summary made now is made by a model past "
+            f"its qualified length: restart from {where} instead. Prefilled restart package: "
+            f"{restart}"
+        )
+
+    if name == "PreCompact":
+        context = event.get("context_tokens")
+        if ecl is None:
+            answer["reason"] = (
+                f"The qualified ECL for {model} is {figures['ecl_text'] or 'not finite'}: "
+                "no compaction is above it."
+            )
+            return answer
+        if context is None:
+            answer["reason"] = "The context size at this hook is not known."
+            return answer
+        if context <= ecl:
+            answer["reason"] = (
+                f"The context ({numfmt.tokens(context)}) is within the qualified ECL "
+                f"({numfmt.tokens(ecl)})."
+            )
+            return answer
+        blocking = policy.pre_compact_action == "block" and trigger != "manual"
+        answer.update(
+            action="block" if blocking else "suggest",
+            message=over_text(context),
+            restart_url=restart,
+            reason="The policy blocks automatic compactions above the qualified ECL."
+            if blocking
+            else "The policy suggests a restart above the qualified ECL"
+            + (" (a manual /compact is never blocked)." if trigger == "manual" else "."),
+        )
+        return answer
+    # SessionStart
+    if policy.session_start_context:
+        reserve = (
+            f", of which the last {numfmt.tokens(figures['reserve'])} are a reserve"
+            if figures["reserve"]
+            else ""
+        )
+        ecl_text = numfmt.tokens(ecl) if ecl is not None else figures["ecl_text"] or "unbounded"
+        lines = [
+            f"Context Governance: the approved operating limit for {model} is "
+            f"{numfmt.tokens(figures['limit'])} tokens of context{reserve} (limit "
+            f"“{figures['name']}”; qualified effective context length {ecl_text}).",
+        ]
+        if version is not None:
+            lines.append(
+                f"The authoritative specification is {spec_key(spec, version)}: “{spec.title}”. "
+                "When the context nears the limit, prefer a restart from it to a compaction."
+            )
+        answer.update(action="context", additional_context="\n".join(lines))
+        answer["reason"] = "The policy adds the operating limit at SessionStart."
+    if source == "compact" and policy.pre_compact_action != "off" and external_id and ecl:
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from traces.models import HookEvent
+
+        previous = (
+            HookEvent.objects.filter(
+                workspace=workspace,
+                session_external_id=external_id,
+                event="PreCompact",
+                received_at__gte=timezone.now() - timedelta(seconds=SUGGESTION_WINDOW_SECONDS),
+            )
+            .order_by("-occurred_at", "-id")
+            .first()
+        )
+        if previous is not None and (previous.context_tokens or 0) > ecl:
+            warning = over_text(previous.context_tokens)
+            answer.update(
+                action="context",
+                message=warning,
+                additional_context="\n".join(filter(None, [answer["additional_context"], warning])),
+                restart_url=restart,
+                reason=(answer["reason"] + " " if answer["reason"] else "")
+                + "The compaction just made was above the qualified ECL.",
+            )
+    if answer["action"] == "none":
+        answer["reason"] = "The workspace's policy adds no context at SessionStart."
+    return answer

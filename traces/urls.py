@@ -12,4 +12,5 @@ urlpatterns = [
     path("sessions/<int:pk>/", views.SessionDetailView.as_view(), name="session_detail"),
     path("task-types/", views.TaskTypesView.as_view(), name="task_types"),
     path("telemetry/settings/", views.TelemetrySettingsView.as_view(), name="telemetry_settings"),
+    path("hooks/settings/", views.HookSettingsView.as_view(), name="hook_settings"),
 ]

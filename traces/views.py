@@ -15,12 +15,13 @@ from traces import selectors
 from traces.analysis import task_types
 from traces.charts import AgentSeries, CompactionMark, context_timeline
 from traces.filters import SessionFilter
-from traces.forms import TelemetryPolicyForm, UploadForm
+from traces.forms import HookPolicyForm, TelemetryPolicyForm, UploadForm
 from traces.models import AgentKind, UploadSource
 from traces.pricing import selectors as pricing_selectors
 from traces.services import (
     JOB_KIND,
     UploadTooLarge,
+    hook_policy_update,
     telemetry_policy_update,
     trace_uploads_receive,
 )
@@ -210,3 +211,52 @@ class TelemetrySettingsView(WorkspaceTemplateView):
         )
         messages.success(request, "Telemetry settings saved.")
         return redirect("traces:telemetry_settings", self.workspace.slug)
+
+
+class HookSettingsView(WorkspaceTemplateView):
+    """What `context-governance hook …` answers Claude Code. Everyone sees it; admins change it."""
+
+    template_name = "traces/hook_settings.html"
+    write_role = Role.ADMIN
+
+    def specs(self):
+        from specs.selectors import specs_for
+
+        return specs_for(workspace=self.workspace)
+
+    def get_context_data(self, **kwargs):
+        policy = selectors.hook_policy_peek(workspace=self.workspace)
+        spec, version = selectors.hook_restart_spec(workspace=self.workspace, policy=policy)
+        initial = {
+            "pre_compact_action": policy.pre_compact_action,
+            "session_start_context": policy.session_start_context,
+            "spec": policy.spec.slug if policy.spec_id else "",
+        }
+        return super().get_context_data(
+            policy=policy,
+            restart_spec=spec,
+            restart_version=version,
+            restart_key=selectors.spec_key(spec, version) if version else "",
+            form=kwargs.pop("form", None) or HookPolicyForm(initial=initial, specs=self.specs()),
+            **kwargs,
+        )
+
+    def post(self, request, *args, **kwargs):
+        form = HookPolicyForm(request.POST, specs=self.specs())
+        if form.is_valid():
+            try:
+                hook_policy_update(
+                    workspace=self.workspace,
+                    actor=request.user,
+                    pre_compact_action=form.cleaned_data["pre_compact_action"],
+                    session_start_context=form.cleaned_data["session_start_context"],
+                    spec_slug=form.cleaned_data["spec"],
+                )
+            except InputError as exc:
+                for field, errors in exc.field_errors.items():
+                    for error in errors:
+                        form.add_error(field if field in form.fields else None, error)
+            else:
+                messages.success(request, "Hook policy saved.")
+                return redirect("traces:hook_settings", self.workspace.slug)
+        return render(request, self.template_name, self.get_context_data(form=form), status=400)

@@ -3,7 +3,16 @@
 from rest_framework import serializers
 
 from governance.api.serializers import JobSerializer
-from traces.models import Agent, Call, Compaction, Harness, IdentityHandling, Run, Session
+from traces.models import (
+    Agent,
+    Call,
+    Compaction,
+    Harness,
+    IdentityHandling,
+    PreCompactAction,
+    Run,
+    Session,
+)
 
 
 class TokensSerializer(serializers.Serializer):
@@ -120,6 +129,13 @@ class HookEventInputSerializer(serializers.Serializer):
     )
     occurred_at = serializers.DateTimeField(help_text="When the hook ran (ISO 8601).")
     context_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    model = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        help_text="The model of the session's last main-agent call, read by the client from "
+        "the transcript (Claude Code's PreCompact input does not name it).",
+    )
     payload = serializers.DictField(help_text="The hook's stdin JSON, unchanged.")
 
 
@@ -141,3 +157,49 @@ class HookBatchResultSerializer(serializers.Serializer):
     summaries_stored = serializers.IntegerField(
         help_text="PostCompact summaries put on an ingested compaction."
     )
+
+
+class HookAnswerSerializer(serializers.Serializer):
+    event_id = serializers.CharField(help_text="The event answered: the batch's last.")
+    event = serializers.CharField()
+    action = serializers.CharField(
+        help_text="One of `none`, `suggest`, `block`, `context`. `none`: say nothing. `suggest`: show `message` to the user. `block`: refuse "
+        "the compaction with `message` as the reason (PreCompact, automatic only). `context`: "
+        "give the agent `additional_context` (SessionStart), and show `message` if set.",
+    )
+    message = serializers.CharField(allow_blank=True, help_text="For the user.")
+    additional_context = serializers.CharField(allow_blank=True, help_text="For the agent.")
+    restart_url = serializers.CharField(
+        allow_blank=True, help_text="The restart-package builder, prefilled for the session."
+    )
+    reason = serializers.CharField(allow_blank=True, help_text="Why this action.")
+
+
+class HookBatchResponseSerializer(HookBatchResultSerializer):
+    answer = HookAnswerSerializer(help_text="What the harness should be told for the last event.")
+
+
+class HookPolicySerializer(serializers.Serializer):
+    pre_compact_action = serializers.ChoiceField(
+        choices=PreCompactAction.choices,
+        help_text="At PreCompact, when the context is above the qualified ECL of the session's "
+        "model: `off`, `suggest` a restart, or `block` an automatic compaction (a manual "
+        "/compact is never blocked; it gets the suggestion).",
+    )
+    session_start_context = serializers.BooleanField(
+        help_text="At SessionStart, give the agent the operating limit and the key of the "
+        "authoritative specification as additional context."
+    )
+    spec = serializers.CharField(
+        allow_blank=True,
+        required=False,
+        default="",
+        help_text="The key (slug) of the specification sessions restart from; empty: the "
+        "workspace's only specification with an authoritative version, if there is one.",
+    )
+    updated_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["spec"] = instance.spec.slug if instance.spec_id else ""
+        return data

@@ -23,6 +23,7 @@ from traces.services import (
     JOB_KIND,
     UploadTooLarge,
     hook_events_record,
+    hook_policy_update,
     telemetry_policy_update,
     trace_uploads_receive,
 )
@@ -191,14 +192,15 @@ class TelemetrySettingsView(APIView):
 
 class HookEventViewSet(viewsets.GenericViewSet):
     """Harness hook events from `context-governance hook …` (Claude Code SessionStart,
-    PreCompact, PostCompact)."""
+    PreCompact, PostCompact) and `context-governance codex-notify` (Codex turns)."""
 
     serializer_class = serializers.HookBatchInputSerializer
     write_role = Role.EDITOR
+    action_roles = {"PATCH": Role.ADMIN}  # the policy
 
     @extend_schema(
         request=serializers.HookBatchInputSerializer,
-        responses={201: serializers.HookBatchResultSerializer},
+        responses={201: serializers.HookBatchResponseSerializer},
         summary="Record harness hook events",
         description=(
             "What `context-governance hook session-start|pre-compact|post-compact` sends: each "
@@ -208,18 +210,55 @@ class HookEventViewSet(viewsets.GenericViewSet):
             "SessionStart's `source`), linked to the session when it has been ingested. A "
             "PostCompact's `compact_summary` is also stored on that session's latest compaction "
             "that has none yet; until the transcript is ingested it stays in the event only. "
-            "At most 200 events per request. Nothing is answered back to the harness yet: "
-            "policies (suggest a restart, block a compaction) are not implemented."
+            "At most 200 events per request.\n\n"
+            "`answer` is what the harness should be told for the batch's last event (the hook "
+            "that is running; earlier ones are resent from the client's spool), by the "
+            "workspace's hook policy (`GET /api/v1/hooks/policy/`): at PreCompact above the "
+            "qualified ECL of the session's model, a suggestion to restart from the "
+            "authoritative specification with a link to a prefilled restart package, or a "
+            "block of an automatic compaction; at SessionStart, the operating limit and the "
+            "specification's key as additional context. The client prints it in the harness's "
+            "format."
         ),
     )
     def create(self, request):
         payload = serializers.HookBatchInputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        result = hook_events_record(
+        events = payload.validated_data["events"]
+        result = hook_events_record(workspace=request.workspace, actor=request.user, events=events)
+        answer = selectors.hook_answer(
+            workspace=request.workspace, event=events[-1], absolute=request.build_absolute_uri
+        )
+        body = {**serializers.HookBatchResultSerializer(result).data, "answer": answer}
+        return Response(
+            serializers.HookBatchResponseSerializer(body).data, status=status.HTTP_201_CREATED
+        )
+
+    @extend_schema(
+        methods=["get"],
+        responses=serializers.HookPolicySerializer,
+        summary="Hook policy",
+        description="What `context-governance hook …` answers the harness in this workspace.",
+    )
+    @extend_schema(
+        methods=["patch"],
+        request=serializers.HookPolicySerializer,
+        responses=serializers.HookPolicySerializer,
+        summary="Change the hook policy",
+        description="Admins only. Applies from the next hook on. Audited as `hook_policy.update`.",
+    )
+    @action(detail=False, methods=["get", "patch"], url_path="policy")
+    def policy(self, request):
+        if request.method == "GET":
+            policy = selectors.hook_policy_peek(workspace=request.workspace)
+            return Response(serializers.HookPolicySerializer(policy).data)
+        data = serializers.HookPolicySerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        policy = hook_policy_update(
             workspace=request.workspace,
             actor=request.user,
-            events=payload.validated_data["events"],
+            pre_compact_action=data.validated_data["pre_compact_action"],
+            session_start_context=data.validated_data["session_start_context"],
+            spec_slug=data.validated_data.get("spec") or "",
         )
-        return Response(
-            serializers.HookBatchResultSerializer(result).data, status=status.HTTP_201_CREATED
-        )
+        return Response(serializers.HookPolicySerializer(policy).data)

@@ -31,6 +31,7 @@ from traces.services.derivation import (
     sessions_derive,
     sessions_derive_run,
 )
+from traces.services.hook_policy import hook_policy_for, hook_policy_update
 from traces.services.hooks import HookBatchResult, hook_events_record
 from traces.services.ingestion import (
     FILE_RESULT_FIELDS,
@@ -130,6 +131,8 @@ __all__ = [
     "derive_pending_run",
     "expand_paths",
     "hook_events_record",
+    "hook_policy_for",
+    "hook_policy_update",
     "ingest_bytes",
     "ingest_job_queue",
     "ingest_paths",

@@ -47,16 +47,18 @@ def hook_events_record(*, workspace, actor, events: list[dict]) -> HookBatchResu
         fresh.append(event)
     session_ids = {e["payload"].get("session_id") for e in fresh} - {None, ""}
     sessions = {
-        s.external_id: s
+        (s.harness, s.external_id): s
         for s in Session.objects.filter(
-            workspace=workspace, harness=Harness.CLAUDE_CODE, external_id__in=session_ids
+            workspace=workspace,
+            harness__in=[Harness.CLAUDE_CODE, Harness.CODEX],
+            external_id__in=session_ids,
         )
     }
     rows, summaries = [], 0
     for event in fresh:
         payload = event["payload"]
         external_id = str(payload.get("session_id") or "")[:200]
-        session = sessions.get(external_id) if event["harness"] == Harness.CLAUDE_CODE else None
+        session = sessions.get((event["harness"], external_id))
         trigger = str(payload.get("trigger") or payload.get("source") or "")[:16]
         compaction = None
         summary = payload.get("compact_summary")
