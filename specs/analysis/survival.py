@@ -82,7 +82,7 @@ STOP_WORDS = frozenset(
 )  # fmt: skip
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "a.k.a", "etc", "vs", "cf"})
 
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*[A-Za-z%]*(?![\w])")
+_NUMBER = re.compile(r"(?<![\w.])(?<!\w-)\d+(?:[.,\-]\d+)*[A-Za-z%]*(?![\w])")
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?=\D|$)")
 _BACKTICK = re.compile(r"`([^`\n]+)`")
 _IDENT_CHARS = r"A-Za-z0-9_"
@@ -119,7 +119,7 @@ def _number(raw: str) -> str:
     head = _THOUSANDS.match(raw)
     if head:
         raw = head.group(0).replace(",", "") + raw[head.end() :]
-    digits = re.match(r"[\d.,]*\d", raw)
+    digits = re.match(r"[\d.,\-]*\d", raw)
     suffix = raw[digits.end() :] if digits else ""
     return (digits.group(0) if digits else raw) + suffix.lower()
 
@@ -135,7 +135,7 @@ def numbers(text: str) -> list[str]:
 def _is_identifier(token: str) -> bool:
     if token.lower() in _ABBREVIATIONS:
         return False
-    if re.fullmatch(r"[\d.,]+[A-Za-z%]*", token):
+    if re.fullmatch(r"[\d.,\-]+[A-Za-z%]*", token):
         return False  # a number
     if token.startswith("--") or "_" in token or "/" in token or "::" in token:
         return True
