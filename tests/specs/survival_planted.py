@@ -15,7 +15,7 @@ PLANTED_ITEMS = [
     Item("ui.theme", "decision", "The dashboard offers a dark colour scheme chosen by each operator."),
     Item("queue.backend", "open_question", "Which broker carries the ingest queue?",
          status="unresolved",
-         alternatives=(Alternative("Redis", "Already deployed."), Alternative("RabbitMQ", ""))),
+         alternatives=(Alternative("Redis", "Already deployed."), Alternative("RabbitMQ", "Ops know it."))),
 ]  # fmt: skip
 PLANTED_SUMMARY = """\
 Summary of the work so far. We keep the operating limit at about 115k tokens and never compact

@@ -4,8 +4,7 @@ from django.urls import path
 
 from traces.analytics import instruction_visibility_views as iv_views
 from traces.analytics import post_compaction_views as pc_views
-from traces.analytics import survival_views
-from traces.analytics import views
+from traces.analytics import survival_views, views
 
 app_name = "analytics"
 
