@@ -356,7 +356,7 @@ def test_analytics_page_shows_shares_with_interval_and_method(
     row = re.search(r'data-trigger="auto">(.*?)</tr>', html, re.S).group(1)
     assert "60.0%" in row and f"[{100 * low:.1f}%, {100 * high:.1f}%]" in row
     assert "3 of n = 5 items" in row
-    assert "Wilson score interval" in html and "Compaction survival" in html
+    assert "Wilson score interval" in html and ">Survival</a>" in html
     lost = re.findall(r'data-testid="survival-lost-item" data-key="([^"]+)"', html)
     assert sorted(lost) == sorted(LOST)
     assert "number 115000 missing (1)" in html
