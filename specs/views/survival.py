@@ -24,7 +24,11 @@ class _SurvivalWrite(WorkspaceTemplateView):
 
     def _answer(self, request, session, message: str, status: int = 200):
         if htmx_partial(request):
-            context = {"session": session, "survival_flash": message, "survival_error": status >= 400}
+            context = {
+                "session": session,
+                "survival_flash": message,
+                "survival_error": status >= 400,
+            }
             context.update(session_survival_context(session=session, membership=self.membership))
             return render_region(request, SECTION, "survival", context, status=status)
         (messages.error if status >= 400 else messages.success)(request, message)
