@@ -218,9 +218,8 @@ class SurvivalSummary:
     method: str = SHARE_METHOD
 
 
-def survival_by_trigger(*, workspace, limit: int = 20) -> SurvivalSummary:
-    """The share of settled items kept per trigger (latest audit of each compaction) and the
-    items lost most often."""
+def _latest_audit_triggers(workspace) -> dict[int, str]:
+    """The latest audit of each compaction in the workspace: audit id → compaction trigger."""
     audits = (
         SurvivalAudit.objects.filter(workspace=workspace)
         .order_by("compaction_id", "-ran_at", "-id")
@@ -229,57 +228,70 @@ def survival_by_trigger(*, workspace, limit: int = 20) -> SurvivalSummary:
     latest: dict[int, tuple[int, str]] = {}
     for audit_id, compaction_id, trigger in audits:
         latest.setdefault(compaction_id, (audit_id, trigger))
-    trigger_of = {audit_id: trigger for audit_id, trigger in latest.values()}
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # kept, n, compactions
-    for trigger in trigger_of.values():
-        counts[trigger][2] += 1
-    lost: Counter = Counter()
-    audited: Counter = Counter()
-    reasons: dict[tuple[int, str], Counter] = defaultdict(Counter)
-    corrected = 0
+    return {audit_id: trigger for audit_id, trigger in latest.values()}
+
+
+@dataclass
+class _Tally:
+    kept: Counter = field(default_factory=Counter)  # by trigger
+    items: Counter = field(default_factory=Counter)  # by trigger
+    lost: Counter = field(default_factory=Counter)  # by (spec, folded key)
+    audited: Counter = field(default_factory=Counter)  # by (spec, folded key)
+    reasons: dict = field(default_factory=lambda: defaultdict(Counter))
+    keys: dict = field(default_factory=dict)  # folded key → key as written
+    corrected: int = 0
+
+
+def _tally(trigger_of: dict[int, str]) -> _Tally:
+    tally = _Tally()
     rows = SurvivalVerdict.objects.filter(audit_id__in=list(trigger_of)).values_list(
         "audit_id", "audit__spec_version__spec_id", "key", "kept", "corrected_kept", "reason"
     )
     for audit_id, spec_id, key, kept, corrected_kept, reason in rows:
         final = kept if corrected_kept is None else corrected_kept
-        corrected += corrected_kept is not None
-        tally = counts[trigger_of[audit_id]]
-        tally[0] += final
-        tally[1] += 1
-        audited[(spec_id, key.casefold())] += 1
+        tally.corrected += corrected_kept is not None
+        tally.kept[trigger_of[audit_id]] += final
+        tally.items[trigger_of[audit_id]] += 1
+        item = (spec_id, key.casefold())
+        tally.keys.setdefault(key.casefold(), key)
+        tally.audited[item] += 1
         if not final:
-            lost[(spec_id, key.casefold())] += 1
-            reasons[(spec_id, key.casefold())][
-                reason if corrected_kept is None else "corrected by a person"
-            ] += 1
+            tally.lost[item] += 1
+            tally.reasons[item][reason if corrected_kept is None else "corrected by a person"] += 1
+    return tally
+
+
+def survival_by_trigger(*, workspace, limit: int = 20) -> SurvivalSummary:
+    """The share of settled items kept per trigger (latest audit of each compaction) and the
+    items lost most often."""
+    trigger_of = _latest_audit_triggers(workspace)
+    compactions = Counter(trigger_of.values())
+    tally = _tally(trigger_of)
     order = [t.value for t in CompactionTrigger]
     by_trigger = [
-        TriggerShare(trigger, counts[trigger][2], wilson(counts[trigger][0], counts[trigger][1]))
-        for trigger in sorted(counts, key=lambda t: order.index(t) if t in order else len(order))
+        TriggerShare(
+            trigger, compactions[trigger], wilson(tally.kept[trigger], tally.items[trigger])
+        )
+        for trigger in sorted(
+            compactions, key=lambda t: order.index(t) if t in order else len(order)
+        )
     ]
     overall = TriggerShare(
-        "all",
-        sum(c[2] for c in counts.values()),
-        wilson(sum(c[0] for c in counts.values()), sum(c[1] for c in counts.values())),
+        "all", len(trigger_of), wilson(sum(tally.kept.values()), sum(tally.items.values()))
     )
-    specs = Spec.objects.in_bulk({spec_id for spec_id, _ in lost})
-    display_key = dict(
-        SurvivalVerdict.objects.filter(audit_id__in=list(trigger_of)).values_list("key", "key")
-    )
-    folded_display = {k.casefold(): k for k in display_key}
+    specs = Spec.objects.in_bulk({spec_id for spec_id, _ in tally.lost})
+    ranked = sorted(tally.lost.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))[:limit]
     lost_most = [
         LostItem(
             specs[spec_id],
-            folded_display.get(key, key),
+            tally.keys.get(key, key),
             n,
-            audited[(spec_id, key)],
-            reasons[(spec_id, key)].most_common(3),
+            tally.audited[(spec_id, key)],
+            tally.reasons[(spec_id, key)].most_common(3),
         )
-        for (spec_id, key), n in sorted(lost.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))[
-            :limit
-        ]
+        for (spec_id, key), n in ranked
     ]
-    return SurvivalSummary(by_trigger, overall, lost_most, len(trigger_of), corrected)
+    return SurvivalSummary(by_trigger, overall, lost_most, len(trigger_of), tally.corrected)
 
 
 def authoritative_version_of(*, spec: Spec) -> SpecVersion | None:
