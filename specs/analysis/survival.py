@@ -91,6 +91,7 @@ _IDENTIFIER = re.compile(
     rf"|(?<![{_IDENT_CHARS}./\-])--[{_IDENT_CHARS}]"
 )
 _CAMEL = re.compile(r"[a-z][A-Z]")
+_NUMBERISH = re.compile(r"[\d.,\-]+[A-Za-z%]*")
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -135,7 +136,7 @@ def numbers(text: str) -> list[str]:
 def _is_identifier(token: str) -> bool:
     if token.lower() in _ABBREVIATIONS:
         return False
-    if re.fullmatch(r"[\d.,\-]+[A-Za-z%]*", token):
+    if _NUMBERISH.fullmatch(token):
         return False  # a number
     if token.startswith("--") or "_" in token or "/" in token or "::" in token:
         return True
@@ -153,7 +154,7 @@ def identifiers(text: str) -> list[str]:
     seen: dict[str, None] = {}
     for match in _BACKTICK.finditer(text):
         span = match.group(1).strip()
-        if span and not re.fullmatch(r"[\d.,]+[A-Za-z%]*", span):
+        if span and not _NUMBERISH.fullmatch(span):
             seen.setdefault(span, None)
     for match in _IDENTIFIER.finditer(_BACKTICK.sub(" ", text)):
         token = match.group(0).rstrip(".:-")
@@ -162,9 +163,25 @@ def identifiers(text: str) -> list[str]:
     return list(seen)
 
 
+def _word_char(c: str) -> bool:
+    return c == "_" or (c.isascii() and c.isalnum())
+
+
+def _bounded(haystack: str, needle: str) -> bool:
+    """`needle` in `haystack` with no letter, digit or `_` right before or after it."""
+    start = haystack.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before = haystack[start - 1] if start else ""
+        after = haystack[end] if end < len(haystack) else ""
+        if not (before and _word_char(before)) and not (after and _word_char(after)):
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
+
+
 def _has_identifier(summary: str, token: str) -> bool:
-    pattern = rf"(?<![{_IDENT_CHARS}]){re.escape(token)}(?![{_IDENT_CHARS}])"
-    return re.search(pattern, summary) is not None
+    return _bounded(summary, token)
 
 
 def _stem(word: str) -> str:
@@ -185,10 +202,7 @@ def content_words(text: str) -> list[str]:
 
 def _key_found(summary_folded: str, key: str) -> bool:
     key = _nfkc(key).casefold().strip()
-    if not key:
-        return False
-    pattern = rf"(?<![a-z0-9_]){re.escape(key)}(?![a-z0-9_])"
-    return re.search(pattern, summary_folded) is not None
+    return bool(key) and _bounded(summary_folded, key)
 
 
 def _share(found: int, total: int) -> str:
