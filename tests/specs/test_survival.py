@@ -360,3 +360,30 @@ def test_analytics_page_shows_shares_with_interval_and_method(
     lost = re.findall(r'data-testid="survival-lost-item" data-key="([^"]+)"', html)
     assert sorted(lost) == sorted(LOST)
     assert "number 115000 missing (1)" in html
+
+
+def test_a_spec_project_is_set_through_the_api_and_the_settings_page(api_for, client_for):
+    created = api_for("editor").post(
+        "/api/v1/specs/",
+        {"title": "Ingest", "consequence": "low", "project": " /work/project "},
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    body = created.json()
+    assert body["project"] == "/work/project"
+    patched = api_for("reviewer").patch(
+        f"/api/v1/specs/{body['id']}/", {"project": "/work/other"}, format="json"
+    )
+    assert patched.status_code == 200 and patched.json()["project"] == "/work/other"
+    event = AuditEvent.objects.get(action="spec.update")
+    assert event.data == {"project": {"from": "/work/project", "to": "/work/other"}}
+    reviewer = client_for("reviewer")
+    form = reviewer.get("/w/team-a/specs/ingest/edit/").content.decode()
+    assert 'name="project"' in form and 'value="/work/other"' in form
+    saved = reviewer.post(
+        "/w/team-a/specs/ingest/edit/",
+        {"title": "Ingest", "consequence": "low", "summary": "", "owner": "", "project": "/srv/x"},
+    )
+    assert saved.status_code == 302
+    page = reviewer.get("/w/team-a/specs/ingest/").content.decode()
+    assert 'data-testid="spec-project">/srv/x<' in page
