@@ -153,7 +153,7 @@ def main(argv=None) -> None:
         f"The audit adds {max(governed - ungoverned, 0) * 1000:.1f} ms to the hook's request "
         "(the hook budget is 300 ms).",
     ]
-    command = f"{db + ' ' if db else ''}.venv/bin/python -m bench.survival --repeat {args.repeat}"
+    command = f"{'DATABASE_URL=' + db + ' ' if db else ''}.venv/bin/python -m bench.survival --repeat {args.repeat}"
     write_section("Survival audit", "\n".join(lines), command=command)
     print("\n".join(lines))
 
