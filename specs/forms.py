@@ -52,6 +52,12 @@ class SpecForm(forms.Form):
         help_text="What this specification governs, in a sentence or two.",
     )
     owner = forms.ChoiceField(required=False, help_text="Who orders changes to this specification.")
+    project = forms.CharField(
+        required=False,
+        max_length=1000,
+        help_text="The working directory it governs, e.g. /home/me/repo. Each compaction of a "
+        "session there (or below) is checked for what it kept of the settled items.",
+    )
 
     def __init__(self, *args, members=(), editing=False, **kwargs):
         super().__init__(*args, **kwargs)

@@ -59,6 +59,13 @@ class Spec(WorkspaceOwned):
     title = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80)
     summary = models.TextField(blank=True, help_text="What this specification governs.")
+    project = models.CharField(
+        max_length=1000,
+        blank=True,
+        default="",
+        help_text="The project (working directory) it governs: each compaction of a session "
+        "in this directory, or below it, is audited against the authoritative version.",
+    )
     consequence = models.CharField(
         max_length=8,
         choices=Consequence.choices,
@@ -416,3 +423,76 @@ class Verification(WorkspaceOwned):
 
     def __str__(self) -> str:
         return f"{self.command[:60]} → {self.exit_status}"
+
+
+class SurvivalAudit(WorkspaceOwned):
+    """One compaction summary compared with the settled items of one authoritative version."""
+
+    compaction = models.ForeignKey(
+        "traces.Compaction", on_delete=models.CASCADE, related_name="survival_audits"
+    )
+    spec_version = models.ForeignKey(
+        SpecVersion, on_delete=models.CASCADE, related_name="survival_audits"
+    )
+    method = models.CharField(max_length=32)
+    threshold = models.FloatField(help_text="Share of an item's content words that keeps it.")
+    summary_sha256 = models.CharField(max_length=64, help_text="The summary that was compared.")
+    ran_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["compaction_id", "-ran_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["compaction", "spec_version"], name="survival_audit_unique_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"survival of compaction {self.compaction_id} against {self.spec_version_id}"
+
+
+class SurvivalVerdict(WorkspaceOwned):
+    """Kept or lost for one settled item: the computed verdict and a person's correction.
+
+    A re-run rewrites `kept`, `score` and `reason`; the correction fields are written only by
+    a person, so a correction outlives every re-run."""
+
+    audit = models.ForeignKey(SurvivalAudit, on_delete=models.CASCADE, related_name="verdicts")
+    item = models.ForeignKey(SpecItem, on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveIntegerField()
+    key = models.CharField(max_length=content.KEY_MAX_LENGTH)
+    kept = models.BooleanField()
+    score = models.FloatField()
+    reason = models.CharField(max_length=500)
+    missing = models.JSONField(default=list, blank=True)
+    corrected_kept = models.BooleanField(
+        null=True, blank=True, help_text="A person's verdict; empty: the computed one stands."
+    )
+    corrected_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    corrected_at = models.DateTimeField(null=True, blank=True)
+    correction_note = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        ordering = ["audit_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["audit", "item"], name="survival_verdict_unique_item"),
+            models.CheckConstraint(
+                condition=Q(corrected_kept__isnull=True) | Q(corrected_at__isnull=False),
+                name="survival_verdict_correction_has_time",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key}: {'kept' if self.final_kept else 'lost'}"
+
+    @property
+    def final_kept(self) -> bool:
+        """The verdict that counts: a person's correction, else the computed one."""
+        return self.kept if self.corrected_kept is None else self.corrected_kept
+
+    @property
+    def is_corrected(self) -> bool:
+        return self.corrected_kept is not None

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from specs import views
+from specs.views import survival
 
 app_name = "specs"
 
@@ -37,6 +38,16 @@ urlpatterns = [
         "restart-packages/<int:pk>/verifications/<int:position>/output/",
         views.PackageOutputView.as_view(),
         name="package_output",
+    ),
+    path(
+        "survival/verdicts/<int:pk>/correct/",
+        survival.VerdictCorrectView.as_view(),
+        name="survival_correct",
+    ),
+    path(
+        "survival/sessions/<int:session>/run/",
+        survival.SessionSurvivalRunView.as_view(),
+        name="survival_run",
     ),
     path("<slug:slug>/", views.SpecDetailView.as_view(), name="spec_detail"),
     path("<slug:slug>/edit/", views.SpecEditView.as_view(), name="spec_edit"),

@@ -11,6 +11,7 @@ from governance.htmx import htmx_partial
 from governance.models import Job, JobStatus, Role
 from governance.services import InputError
 from governance.views import WorkspaceListView, WorkspaceTemplateView
+from specs.selectors.survival import session_survival_context
 from traces import selectors
 from traces.analysis import task_types
 from traces.charts import AgentSeries, CompactionMark, context_timeline
@@ -114,6 +115,7 @@ class SessionDetailView(WorkspaceTemplateView):
             subagent_count=sum(1 for a in agents if a.kind == AgentKind.SUBAGENT),
             uploads=selectors.session_uploads(session=session),
             cost=cost,
+            **session_survival_context(session=session, membership=self.membership),
         )
         return render(request, self.template_name, context)
 

@@ -28,7 +28,8 @@ from specs.formats.restart import (
     package_json,
     package_markdown,
 )
-from specs.models import RestartPackage, SourceKind, Spec, SpecVersion
+from specs.models import RestartPackage, SourceKind, Spec, SpecVersion, SurvivalVerdict
+from specs.selectors import survival as survival_selectors
 
 CONFLICT = OpenApiResponse(description="Stale base or lost race; names the current version.")
 FORMAT_PARAM = OpenApiParameter(
@@ -118,6 +119,7 @@ class SpecViewSet(
             consequence=data.get("consequence", spec.consequence),
             summary=data.get("summary", spec.summary),
             owner=data.get("owner", spec.owner),
+            project=data.get("project", spec.project),
         )
         return Response(self.get_serializer(self.get_object()).data)
 
@@ -478,3 +480,90 @@ def _source_input(data: dict) -> services.SourceInput:
             SourceKind.DIVERGENCE, divergence=data["divergence"], label=data["label"]
         )
     return services.SourceInput(SourceKind.REFERENCE, url=data["url"], label=data["label"])
+
+
+class SurvivalVerdictViewSet(
+    WorkspaceScopedMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """What each compaction summary kept of the governing spec's settled items (the latest and
+    earlier audits), with people's corrections."""
+
+    queryset = SurvivalVerdict.objects.all()
+    serializer_class = serializers.SurvivalVerdictSerializer
+    action_roles = {"correct": Role.EDITOR, "run": Role.EDITOR}
+
+    def get_queryset(self):
+        rows = survival_selectors.verdicts_for(workspace=self.request.workspace).order_by(
+            "audit__compaction_id", "-audit__ran_at", "position"
+        )
+        params = self.request.query_params
+        for name, field in (
+            ("session", "audit__compaction__session_id"),
+            ("compaction", "audit__compaction_id"),
+        ):
+            value = params.get(name)
+            if value is not None:
+                if not value.isdigit():
+                    raise drf_serializers.ValidationError({name: ["An integer id."]})
+                rows = rows.filter(**{field: int(value)})
+        return rows
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("session", int, description="Only this session's compactions."),
+            OpenApiParameter("compaction", int, description="Only this compaction."),
+        ],
+        summary="List survival verdicts",
+        description="One row per settled item per audited compaction: `verdict` (kept or lost) "
+        "is a person's correction when there is one, else `computed`. The method and threshold "
+        "are documented in docs/specs.md (Survival audit).",
+    )
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        request=serializers.SurvivalCorrectSerializer,
+        responses=serializers.SurvivalVerdictSerializer,
+        summary="Correct one verdict (editors)",
+        description="Sets your verdict (kept or lost) on one item; a re-run of the audit never "
+        "overwrites it. `computed` withdraws the correction.",
+    )
+    @action(detail=True, methods=["post"])
+    def correct(self, request, pk=None):
+        verdict = self.get_object()
+        payload = serializers.SurvivalCorrectSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        services.survival_verdict_correct(
+            verdict=verdict,
+            actor=request.user,
+            verdict_value=payload.validated_data["verdict"],
+            note=payload.validated_data["note"],
+        )
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(
+        request=serializers.SurvivalRunSerializer,
+        responses=serializers.SurvivalRunResultSerializer,
+        summary="Audit existing compaction summaries again (editors)",
+        description="Runs the audit for every compaction with a summary (in one session, or "
+        "the whole workspace) against the current authoritative version; corrections are kept.",
+    )
+    @action(detail=False, methods=["post"])
+    def run(self, request):
+        from traces import selectors as trace_selectors
+
+        payload = serializers.SurvivalRunSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        session_id = payload.validated_data.get("session")
+        session = (
+            trace_selectors.session_get(workspace=request.workspace, pk=session_id)
+            if session_id is not None
+            else None
+        )
+        result = services.survival_audits_run(
+            workspace=request.workspace, actor=request.user, session=session
+        )
+        return Response(serializers.SurvivalRunResultSerializer(result).data)

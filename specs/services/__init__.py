@@ -8,6 +8,11 @@ from specs.inputs import SourceInput, VerificationInput
 from specs.services._common import SelfReviewRefused, SpecConflict, StaleBase
 from specs.services.packages import restart_package_create, text_blob_store
 from specs.services.specs import spec_create, spec_update
+from specs.services.survival import (
+    survival_audit_run,
+    survival_audits_run,
+    survival_verdict_correct,
+)
 from specs.services.versions import (
     spec_version_approve,
     spec_version_create,
@@ -34,5 +39,8 @@ __all__ = [
     "spec_version_reject",
     "spec_version_submit",
     "spec_version_update",
+    "survival_audit_run",
+    "survival_audits_run",
+    "survival_verdict_correct",
     "text_blob_store",
 ]

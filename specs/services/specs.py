@@ -22,6 +22,7 @@ def spec_create(
     slug: str = "",
     summary: str = "",
     owner=None,
+    project: str = "",
 ) -> Spec:
     title = " ".join((title or "").split())
     slug = (slug or slugify(title))[:80]
@@ -40,6 +41,7 @@ def spec_create(
         title=title,
         slug=slug,
         summary=normalize_text(summary),
+        project=(project or "").strip(),
         consequence=consequence,
         owner=owner,
         created_by=actor,
@@ -62,7 +64,14 @@ def spec_create(
 
 
 def spec_update(
-    *, spec: Spec, actor, title: str, consequence: str, summary: str = "", owner=None
+    *,
+    spec: Spec,
+    actor,
+    title: str,
+    consequence: str,
+    summary: str = "",
+    owner=None,
+    project: str | None = None,
 ) -> Spec:
     """Change a spec's title, summary, owner or consequence (the last decides who reviews)."""
     _require_member(spec.workspace, owner or actor, field="owner")
@@ -73,11 +82,14 @@ def spec_update(
             "consequence": spec.consequence,
             "summary": spec.summary,
             "owner": _username(spec.owner),
+            "project": spec.project,
         }
         spec.title = " ".join((title or "").split())
         spec.consequence = consequence
         spec.summary = normalize_text(summary)
         spec.owner = owner or spec.owner or actor
+        if project is not None:
+            spec.project = project.strip()
         full_clean(spec)
         spec.save()
         after = {
@@ -85,6 +97,7 @@ def spec_update(
             "consequence": spec.consequence,
             "summary": spec.summary,
             "owner": _username(spec.owner),
+            "project": spec.project,
         }
         changed = {k: {"from": before[k], "to": after[k]} for k in after if before[k] != after[k]}
         if changed:

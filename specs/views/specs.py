@@ -51,6 +51,7 @@ class SpecCreateView(WorkspaceFormView):
             consequence=data["consequence"],
             summary=data["summary"],
             owner=member_user(self.workspace, data["owner"]) if data["owner"] else None,
+            project=data["project"],
         )
 
     def get_success_url(self, spec):
@@ -75,6 +76,7 @@ class SpecEditView(WorkspaceObjectMixin, WorkspaceFormView):
             "consequence": spec.consequence,
             "summary": spec.summary,
             "owner": spec.owner.username if spec.owner else "",
+            "project": spec.project,
         }
 
     def get_form_kwargs(self):
@@ -93,6 +95,7 @@ class SpecEditView(WorkspaceObjectMixin, WorkspaceFormView):
             consequence=data["consequence"],
             summary=data["summary"],
             owner=member_user(self.workspace, data["owner"]) if data["owner"] else spec.owner,
+            project=data["project"],
         )
 
     def get_success_url(self, spec):

@@ -4,7 +4,7 @@ from django.urls import path
 
 from traces.analytics import instruction_visibility_views as iv_views
 from traces.analytics import post_compaction_views as pc_views
-from traces.analytics import views
+from traces.analytics import survival_views, views
 
 app_name = "analytics"
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("coverage/data/<slug:name>.csv", views.CsvView.as_view()),
     path("incidents/data/<slug:name>.csv", views.CsvView.as_view()),
     path("what-if/data/<slug:name>.csv", views.CsvView.as_view()),
+    path("compaction-survival/", survival_views.SurvivalPage.as_view(), name="survival"),
     path("post-compaction/", pc_views.PostCompactionPage.as_view(), name="post_compaction"),
     path(
         "post-compaction/corrections.csv",

@@ -36,6 +36,7 @@ THEMES = [
     ("analytics:coverage", "Reference coverage"),
     ("analytics:incidents", "Incidents"),
     ("analytics:post_compaction", "After compaction"),
+    ("analytics:survival", "Survival"),
     ("analytics:instruction_visibility", "Instruction visibility"),
     ("analytics:what_if", "What-if calculator"),
 ]

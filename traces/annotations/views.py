@@ -17,6 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from governance.htmx import htmx_partial, render_region
 from governance.models import Role
 from governance.views import WorkspaceListView, WorkspaceTemplateView
+from specs.selectors.survival import attach_survival
 from traces.annotations import charts, selectors, services
 from traces.annotations.analysis import aggregates
 from traces.annotations.analysis.classes import FAILURE_CLASSES, class_label, restart_indicators
@@ -246,6 +247,7 @@ class ViewerView(WorkspaceTemplateView):
             scope=scope, page=page, spawns=selectors.spawn_map(session=session)
         )
         compactions = selectors.compactions_in(scope=scope)
+        attach_survival(compactions.values(), session=session, membership=self.membership)
         visible = selectors.marks_visible_to(
             membership=self.membership,
             marks=selectors.marks_in_scope(scope=scope),

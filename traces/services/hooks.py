@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from governance.services import audit_record
+from specs.services.survival import survival_after_summary
 from traces.models import Compaction, Harness, HookEvent, Session
 
 POST_COMPACT = "PostCompact"
@@ -75,6 +76,7 @@ def hook_events_record(*, workspace, actor, events: list[dict]) -> HookBatchResu
                     obj=compaction,
                     data={"session": external_id, "event_id": event["event_id"]},
                 )
+                survival_after_summary(compaction=compaction, actor=actor)
         rows.append(
             HookEvent(
                 workspace=workspace,

@@ -1,0 +1,26 @@
+"""The compaction-survival page: the share of settled spec items each compaction kept, by
+trigger, and the items lost most often (read from the stored audits)."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from governance.models import Role
+from governance.views import WorkspaceTemplateView
+from specs.selectors.survival import survival_by_trigger
+from traces.analytics.views import THEMES
+
+
+class SurvivalPage(WorkspaceTemplateView):
+    template_name = "analytics/survival.html"
+    read_role = Role.VIEWER
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(
+            summary=survival_by_trigger(workspace=self.workspace),
+            themes=[
+                (name, label, reverse(name, args=[self.workspace.slug])) for name, label in THEMES
+            ],
+            theme="analytics:survival",
+            **kwargs,
+        )
