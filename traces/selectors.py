@@ -139,13 +139,18 @@ def hook_policy_peek(*, workspace):
 SUGGESTION_WINDOW_SECONDS = 3600  # a SessionStart(compact) repeats a PreCompact this recent
 
 
-def hook_restart_spec(*, workspace, policy):
-    """(spec, version): the policy's spec and its authoritative version, else the workspace's
-    only authoritative version; (None, None) when there is none."""
+def hook_restart_spec(*, workspace, policy, session: Session | None = None):
+    """(spec, version): the policy's spec and its authoritative version, else the spec
+    governing the session's project, else the workspace's only authoritative version;
+    (None, None) when there is none."""
     from specs.selectors import authoritative_version, authoritative_versions
+    from specs.selectors.survival import spec_for_session
 
     if policy.spec_id:
         return policy.spec, authoritative_version(spec=policy.spec)
+    governing = spec_for_session(session=session) if session is not None else None
+    if governing is not None:
+        return governing, authoritative_version(spec=governing)
     versions = list(authoritative_versions(workspace=workspace)[:2])
     if len(versions) == 1:
         return versions[0].spec, versions[0]
@@ -250,7 +255,7 @@ def hook_answer(*, workspace, event: dict, absolute=lambda path: path) -> dict:
     harness = event.get("harness") or "claude-code"
     session = (
         Session.objects.filter(workspace=workspace, harness=harness, external_id=external_id)
-        .only("pk", "model_names")
+        .only("pk", "workspace_id", "project", "model_names")
         .first()
         if external_id
         else None
@@ -264,7 +269,7 @@ def hook_answer(*, workspace, event: dict, absolute=lambda path: path) -> dict:
         answer["reason"] = f"No approved operating limit for {model}."
         return answer
     ecl, figures = _limit_values(active)
-    spec, version = hook_restart_spec(workspace=workspace, policy=policy)
+    spec, version = hook_restart_spec(workspace=workspace, policy=policy, session=session)
     restart = _restart_url(workspace=workspace, version=version, session=session, absolute=absolute)
     where = (
         f"the authoritative specification {spec_key(spec, version)}"

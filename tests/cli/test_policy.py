@@ -276,3 +276,34 @@ def test_policy_page_admin_changes_it_viewer_reads_it(client_for, spec_v1, works
         spec,
     )
     assert "Hook policy saved." in admin.get(url).content.decode()
+
+
+def test_the_spec_governing_the_sessions_project_is_the_one_suggested(
+    workspace,
+    members,
+    authoritative,  # noqa: F811
+):
+    from traces.selectors import hook_policy_peek, hook_restart_spec
+
+    payments, payments_v1 = authoritative(slug="payments", title="Payments API")
+    billing, billing_v1 = authoritative(slug="billing", title="Billing")
+    for spec, project in ((payments, "/home/dev/payments"), (billing, "/home/dev")):
+        spec.project = project
+        spec.save(update_fields=["project"])
+    session = Session.objects.create(
+        workspace=workspace, harness=Harness.CLAUDE_CODE, external_id=SESSION,
+        project="/home/dev/payments/api",
+    )  # fmt: skip
+    policy = hook_policy_peek(workspace=workspace)
+    # The longest governing path wins; two authoritative specs and no session: none chosen.
+    assert hook_restart_spec(workspace=workspace, policy=policy, session=session) == (
+        payments,
+        payments_v1,
+    )
+    assert hook_restart_spec(workspace=workspace, policy=policy) == (None, None)
+    set_policy(workspace, members, "suggest", spec="billing")
+    policy = hook_policy_peek(workspace=workspace)
+    assert hook_restart_spec(workspace=workspace, policy=policy, session=session) == (
+        billing,
+        billing_v1,
+    )
