@@ -28,6 +28,9 @@ DEFAULT_PHRASES = (
     "does not work", "go back", "read it again", "that's not it",
 )  # fmt: skip
 DEFAULT_PHRASE_VERSION = 1
+# Bump when `PhraseMatcher` or `message_kind` changes what they find: cached matches keyed
+# by an older revision are then thrown away.
+MATCHER_REVISION = 1
 MAX_STEP = 150
 # Edges of the bins, inclusive: (1–5), (6–10), … (136–150).
 BIN_EDGES = (

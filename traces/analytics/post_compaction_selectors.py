@@ -1,11 +1,13 @@
 """Reads for behaviour after compaction: the workspace's correction phrase list and the
 observations (operator messages, tool results) by step since the last compaction, from the
 facts stored with each call (`Call.prompt_kind`, `tool_results`, `tool_errors`) and the
-operator prompts (`OperatorPrompt`)."""
+operator prompts (`OperatorPrompt`), matched once per phrase list (`CorrectionMatchCache`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -15,13 +17,14 @@ from governance.models import Workspace
 from traces.analysis.post_compaction import (
     DEFAULT_PHRASE_VERSION,
     DEFAULT_PHRASES,
+    MATCHER_REVISION,
     MAX_STEP,
     PROMPT_KINDS,
     Corpus,
     Observations,
     PhraseMatcher,
 )
-from traces.analytics.models import CorrectionPhraseList
+from traces.analytics.models import CorrectionMatchCache, CorrectionPhraseList
 from traces.analytics.selectors import (
     AnalyticsFilters,
     _call_level,
@@ -53,8 +56,42 @@ def phrase_list_history(*, workspace: Workspace):
     return CorrectionPhraseList.objects.filter(workspace=workspace).select_related("created_by")
 
 
+# One cached match: the call, a 64-bit hash of its operator prompt, the phrase's index.
+MATCH_CACHE_DTYPE = np.dtype([("call", "<i8"), ("hash", "<i8"), ("phrase", "<i2")])
+
+
+@dataclass
+class MatchCache:
+    """The workspace's cached matches for one phrase list (`key`), as `corpus_load` reads
+    and extends them; `changed` once it matched prompts the records did not hold."""
+
+    key: str
+    records: np.ndarray = field(default_factory=lambda: np.zeros(0, MATCH_CACHE_DTYPE))
+    changed: bool = False
+
+
+def match_cache_key(matcher: PhraseMatcher) -> str:
+    """Names the phrases (in order: the first listed is the one reported) and the matcher."""
+    canonical = json.dumps([MATCHER_REVISION, matcher.phrases], ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def match_cache_get(*, workspace: Workspace, matcher: PhraseMatcher) -> MatchCache:
+    """The cached matches of the matcher's phrases (none when another list made them)."""
+    key = match_cache_key(matcher)
+    row = CorrectionMatchCache.objects.filter(workspace=workspace).values_list("key", "data")
+    found = row.first()
+    if found is None or found[0] != key:
+        return MatchCache(key)
+    return MatchCache(key, np.frombuffer(bytes(found[1]), MATCH_CACHE_DTYPE))
+
+
 def corpus_load(
-    *, workspace: Workspace, filters: AnalyticsFilters, matcher: PhraseMatcher
+    *,
+    workspace: Workspace,
+    filters: AnalyticsFilters,
+    matcher: PhraseMatcher,
+    cache: MatchCache | None = None,
 ) -> Corpus:
     """The observations of main-thread runs that a full compaction started, up to step
     MAX_STEP: one per operator message (hit = a phrase matched) and one per tool result of
@@ -62,7 +99,9 @@ def corpus_load(
     filters then select which calls are observed.
 
     Reads the facts the loader stored with each call's text (`text_facts`: prompt kind and
-    tool result and error counts) and the operator prompts alone, never the texts."""
+    tool result and error counts) and the operator prompts alone, never the texts. With a
+    `cache` (PostgreSQL), only the prompts it holds no match for (by call and prompt hash)
+    are read and matched; it is extended in place for the caller to store."""
     runs, calls = observed_calls(workspace=workspace, filters=filters)
     if runs is None:
         return _empty_corpus()
@@ -86,34 +125,29 @@ def corpus_load(
         )
     }
     operator = calls[kinds == "operator"]
-    prompts = _operator_prompts(workspace.pk, [int(a) for a in runs["agent"].unique()])
+    operator_ids = operator["id"].to_numpy(np.int64)
+    phrase_of = _phrase_indexes(workspace.pk, operator_ids, matcher, cache)
+    hits = phrase_of >= 0
     labels = {
         int(run): {"trigger": trigger, "task_type": task_type}
         for run, trigger, task_type in zip(
             runs["id"].tolist(), runs["trigger"].tolist(), runs["task_type"].tolist(), strict=True
         )
     }
-    hits = np.zeros(len(operator), bool)
+    # Audit rows: the first MAX_MATCHES corrections in run and step order, matched again
+    # from their text for the phrase and what it matched.
+    kept = np.flatnonzero(hits)[:MAX_MATCHES]
+    texts = _prompt_texts(operator_ids[kept].tolist())
     matches: list[dict] = []
-    for position, (call_id, run, step, session, session_index) in enumerate(
-        zip(
-            operator["id"].tolist(),
-            operator["run"].tolist(),
-            operator["step"].tolist(),
-            operator["session"].tolist(),
-            operator["session_index"].tolist(),
-            strict=True,
-        )
+    for call_id, run, session, session_index, step in zip(
+        *(operator[name].to_numpy(np.int64)[kept].tolist() for name in _AUDIT_COLUMNS), strict=True
     ):
-        prompt = prompts.get(call_id)
-        found = matcher.match(prompt) if prompt is not None else None
-        if found is None:
-            continue
-        hits[position] = True
-        if len(matches) < MAX_MATCHES:
-            matches.append(
-                _match_row(prompt, found, run, labels[run], session, session_index, step)
+        prompt = texts[call_id]
+        matches.append(
+            _match_row(
+                prompt, matcher.match(prompt), run, labels[run], session, session_index, step
             )
+        )
     matches.sort(key=lambda m: (m["session"], m["call_index"]))
     return Corpus(
         Observations(operator["run"].to_numpy(np.int64), operator["step"].to_numpy(np.int64), hits),
@@ -124,6 +158,9 @@ def corpus_load(
         excluded,
         int(hits.sum()),
     )
+
+
+_AUDIT_COLUMNS = ("id", "run", "session", "session_index", "step")
 
 
 def _empty_corpus() -> Corpus:
@@ -148,8 +185,9 @@ def observed_calls(
         runs = runs.filter(task_type=filters.task_type)
     if filters.harness:
         runs = runs.filter(session__harness=filters.harness)
-    rows = list(
-        runs.values_list(
+    sql, params = (
+        runs.order_by()
+        .values_list(
             "id",
             "agent_id",
             "first_call_index",
@@ -160,7 +198,11 @@ def observed_calls(
             "session__harness",
             "index",
         )
+        .query.sql_with_params()
     )
+    with connection.cursor() as cursor:  # the ORM's query, without a model row per run
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
     if not rows:
         return None, None
     frame = pd.DataFrame(
@@ -198,26 +240,27 @@ def observed_calls(
     return frame, calls
 
 
-# One call as packed by `_packed_calls`: big-endian, as PostgreSQL's *send functions write.
-_PACKED_CALL = np.dtype(
-    [
-        ("id", ">i8"),
-        ("agent", ">i8"),
-        ("session", ">i8"),
-        ("session_index", ">i4"),
-        ("agent_index", ">i4"),
-        ("prompt_kind", ">i2"),
-        ("tool_results", ">i4"),
-        ("tool_errors", ">i4"),
-    ]
-)
-PACKED_AGENTS = 500  # agents per query: a few tens of MB of packed calls at most
+# One call's columns as `_packed_calls` reads them (big-endian, as binary COPY writes them).
+_CALL_FIELDS = [
+    ("id", ">i8"),
+    ("agent", ">i8"),
+    ("session", ">i8"),
+    ("session_index", ">i4"),
+    ("agent_index", ">i4"),
+    ("prompt_kind", ">i2"),
+    ("tool_results", ">i4"),
+    ("tool_errors", ">i4"),
+]
+_CALL_COLUMNS = [name for name, _ in _CALL_FIELDS]
+PACKED_AGENTS = 500  # agents per query: a few tens of MB of calls at most
+PROMPT_CHUNK = 50_000  # call ids per query for the prompts' hashes
+TEXT_CHUNK = 10_000  # and for their texts (SQLite takes at most 32,766 parameters)
 
 
 def _packed_calls(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
     """The calls of `agents` (id, agent, session, session_index, agent_index, prompt_kind,
-    tool_results, tool_errors). The database packs each query's rows into one bytea of
-    fixed-width records, read with numpy: a million rows streamed one by one cost seconds."""
+    tool_results, tool_errors). Read as a binary COPY of fixed-width columns that numpy
+    takes at once: a million rows streamed one by one cost seconds."""
     if connection.vendor != "postgresql":
         return _calls_by_orm(workspace_pk, agents)
     kinds = list(PROMPT_KINDS)
@@ -225,27 +268,27 @@ def _packed_calls(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
     parts = []
     with connection.cursor() as cursor:
         for start in range(0, len(agents), PACKED_AGENTS):
-            cursor.execute(
-                "SELECT string_agg(int8send(id) || int8send(agent_id) || int8send(session_id) "
-                "|| int4send(session_index) || int4send(agent_index) "
-                "|| int2send(COALESCE(array_position(%s::text[], prompt_kind::text), 0)::int2) "
-                "|| int4send(tool_results) || int4send(tool_errors), ''::bytea) "
-                "FROM traces_call WHERE workspace_id = %s AND agent_id = ANY(%s)",
+            data = _copy_binary(
+                cursor.cursor,
+                "COPY (SELECT id, agent_id, session_id, session_index, agent_index, "
+                "COALESCE(array_position(%s::text[], prompt_kind::text), 0)::int2, "
+                "tool_results, tool_errors FROM traces_call "
+                "WHERE workspace_id = %s AND agent_id = ANY(%s)) TO STDOUT (FORMAT BINARY)",
                 [kinds, workspace_pk, agents[start : start + PACKED_AGENTS]],
             )
-            data = cursor.fetchone()[0]
-            if data:
-                parts.append(np.frombuffer(bytes(data), dtype=_PACKED_CALL))
-    packed = np.concatenate(parts) if parts else np.zeros(0, dtype=_PACKED_CALL)
+            parts.append(_binary_rows(data, _CALL_FIELDS))
     frame = pd.DataFrame(
         {
-            name: packed[name].astype(np.int64)
-            for name in _PACKED_CALL.names
+            name: np.concatenate([part[name] for part in parts]).astype(np.int64)
+            if parts
+            else np.zeros(0, np.int64)
+            for name in _CALL_COLUMNS
             if name != "prompt_kind"
         }
     )
-    frame["prompt_kind"] = labels[packed["prompt_kind"]]
-    return frame
+    codes = np.concatenate([part["prompt_kind"] for part in parts]) if parts else np.zeros(0, int)
+    frame["prompt_kind"] = labels[codes.astype(np.int64)]
+    return frame[_CALL_COLUMNS]
 
 
 def _calls_by_orm(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
@@ -263,42 +306,131 @@ def _calls_by_orm(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
             .order_by()
             .values_list(*columns)
         )
-    frame = pd.DataFrame(rows, columns=[name for name in _PACKED_CALL.names])
+    frame = pd.DataFrame(rows, columns=_CALL_COLUMNS)
     known = set(PROMPT_KINDS)
     frame["prompt_kind"] = [
         kind if kind in known else "unknown" for kind in frame["prompt_kind"].tolist()
     ]
-    for name in _PACKED_CALL.names:
+    for name in _CALL_COLUMNS:
         if name != "prompt_kind":
             frame[name] = frame[name].astype(np.int64)
     return frame
 
 
-def _operator_prompts(workspace_pk: int, agents: list[int]) -> dict[int, str]:
-    """The operator prompts of the agents' calls, by call id (steps past MAX_STEP too: the
-    agents' list is a far smaller parameter than the observed calls' ids)."""
-    if connection.vendor != "postgresql":
-        prompts = {}
-        for start in range(0, len(agents), PACKED_AGENTS):
-            prompts.update(
-                OperatorPrompt.objects.filter(
-                    call__workspace_id=workspace_pk,
-                    call__agent_id__in=agents[start : start + PACKED_AGENTS],
-                    call__prompt_kind="operator",
-                ).values_list("call_id", "text")
-            )
-        return prompts
-    prompts = {}
+def _phrase_indexes(
+    workspace_pk: int, call_ids: np.ndarray, matcher: PhraseMatcher, cache: MatchCache | None
+) -> np.ndarray:
+    """For each call, the index in `matcher.phrases` of the phrase its operator prompt
+    matched, −1 for none (or no stored prompt)."""
+    index = {phrase: k for k, phrase in enumerate(matcher.phrases)}
+    phrase_of = np.full(len(call_ids), -1, np.int16)
+    if len(call_ids) == 0:
+        return phrase_of
+    if cache is None or connection.vendor != "postgresql":
+        texts = _prompt_texts(call_ids.tolist())
+        for position, call_id in enumerate(call_ids.tolist()):
+            prompt = texts.get(call_id)
+            found = matcher.match(prompt) if prompt is not None else None
+            if found is not None:
+                phrase_of[position] = index[found[0]]
+        return phrase_of
+    hashed = _prompt_hashes(call_ids)  # sorted by call
+    where, stored = _lookup(hashed["call"], call_ids)
+    records = cache.records
+    at, known = _lookup(records["call"], hashed["call"])
+    known[known] = records["hash"][at[known]] == hashed["hash"][known]
+    fresh = hashed.copy()
+    fresh["phrase"][known] = records["phrase"][at[known]]
+    missing = np.flatnonzero(~known)
+    if len(missing):
+        texts = _prompt_texts(hashed["call"][missing].tolist())
+        gone = np.zeros(len(fresh), bool)  # deleted since it was hashed: not kept
+        for position in missing.tolist():
+            prompt = texts.get(int(hashed["call"][position]))
+            found = matcher.match(prompt) if prompt is not None else None
+            fresh["phrase"][position] = -1 if found is None else index[found[0]]
+            gone[position] = prompt is None
+        others = records[~np.isin(records["call"], fresh["call"])]
+        merged = np.concatenate([others, fresh[~gone]])
+        cache.records = merged[np.argsort(merged["call"], kind="stable")]
+        cache.changed = True
+    phrase_of[stored] = fresh["phrase"][where[stored]]
+    return phrase_of
+
+
+def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each key, its position in `sorted_keys` and whether it is there."""
+    if len(sorted_keys) == 0:
+        return np.zeros(len(keys), np.int64), np.zeros(len(keys), bool)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return at, sorted_keys[at] == keys
+
+
+def _prompt_hashes(call_ids: np.ndarray) -> np.ndarray:
+    """MATCH_CACHE_DTYPE records (phrase −1) of the calls' stored prompts, sorted by call:
+    PostgreSQL hashes each text, so that only the ones the cache lacks are read."""
+    parts = []
     with connection.cursor() as cursor:
-        for start in range(0, len(agents), PACKED_AGENTS):
-            cursor.execute(
-                "SELECT p.call_id, p.text FROM traces_operatorprompt p "
-                "JOIN traces_call c ON c.id = p.call_id "
-                "WHERE c.workspace_id = %s AND c.agent_id = ANY(%s) AND c.prompt_kind = %s",
-                [workspace_pk, agents[start : start + PACKED_AGENTS], "operator"],
+        for start in range(0, len(call_ids), PROMPT_CHUNK):
+            data = _copy_binary(
+                cursor.cursor,
+                "COPY (SELECT call_id, hashtextextended(text, 0) FROM traces_operatorprompt "
+                "WHERE call_id = ANY(%s)) TO STDOUT (FORMAT BINARY)",
+                [call_ids[start : start + PROMPT_CHUNK].tolist()],
             )
-            prompts.update(cursor.fetchall())
-    return prompts
+            parts.append(_binary_rows(data, [("call", ">i8"), ("hash", ">i8")]))
+    rows = np.concatenate(parts)
+    records = np.zeros(len(rows), MATCH_CACHE_DTYPE)
+    records["call"], records["hash"], records["phrase"] = rows["call"], rows["hash"], -1
+    return records[np.argsort(records["call"], kind="stable")]
+
+
+def _prompt_texts(call_ids: list[int]) -> dict[int, str]:
+    """The stored operator prompts of these calls, by call id."""
+    texts: dict[int, str] = {}
+    for start in range(0, len(call_ids), TEXT_CHUNK):
+        texts.update(
+            OperatorPrompt.objects.filter(
+                call_id__in=call_ids[start : start + TEXT_CHUNK]
+            ).values_list("call_id", "text")
+        )
+    return texts
+
+
+def _copy_binary(cursor, statement: str, params: list) -> bytes:
+    """The whole output of a `COPY … TO STDOUT (FORMAT BINARY)` (psycopg binds `params`)."""
+    chunks = []
+    with cursor.copy(statement, params) as copy:
+        for chunk in copy:
+            chunks.append(bytes(chunk))
+    return b"".join(chunks)
+
+
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+
+
+def _binary_rows(data: bytes, fields: list[tuple[str, str]]) -> np.ndarray:
+    """The rows of a binary COPY whose columns are all fixed-width and never NULL, as a
+    structured array with `fields` (name, big-endian numpy type): each row is then a field
+    count and, per column, its length and its bytes, so numpy reads the rows at once."""
+    if data[:11] != _COPY_SIGNATURE:
+        raise ValueError("not a binary COPY")
+    extension = int.from_bytes(data[15:19], "big")
+    start = 19 + extension
+    layout = [("fields", ">i2")]
+    for name, kind in fields:
+        layout += [(f"{name}_length", ">i4"), (name, kind)]
+    dtype = np.dtype(layout)
+    body = len(data) - start - 2  # the trailer is a field count of −1
+    if body % dtype.itemsize or data[-2:] != b"\xff\xff":
+        raise ValueError("binary COPY rows are not of the expected width")
+    rows = np.frombuffer(data, dtype, count=body // dtype.itemsize, offset=start)
+    if len(rows) and (
+        (rows["fields"] != len(fields)).any()
+        or any((rows[f"{name}_length"] != np.dtype(kind).itemsize).any() for name, kind in fields)
+    ):
+        raise ValueError("binary COPY rows are not of the expected width")
+    return rows
 
 
 def _match_row(
