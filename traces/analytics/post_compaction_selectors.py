@@ -223,10 +223,19 @@ def observed_calls(
     run_ids, _ = _runs_for_calls(
         calls["agent"].to_numpy(np.int64), calls["session_index"].to_numpy(np.int64), frame
     )
-    calls["run"] = run_ids
-    calls = calls[calls["run"].isin(frame["id"])].sort_values(["run", "agent_index"])
-    calls["step"] = calls.groupby("run").cumcount() + 1
-    calls = calls[calls["step"] <= MAX_STEP]
+    # In run and step order (a call's step is its place among its run's calls by agent
+    # position), up to MAX_STEP; each call with its run's session.
+    inside = np.flatnonzero(run_ids >= 0)
+    order = inside[np.lexsort((calls["agent_index"].to_numpy(np.int64)[inside], run_ids[inside]))]
+    run_sorted = run_ids[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(run_sorted)) + 1] if len(order) else np.zeros(0, int)
+    step = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)])) + 1
+    kept = step <= MAX_STEP
+    calls = calls.iloc[order[kept]].reset_index(drop=True)
+    calls["run"] = run_sorted[kept]
+    calls["step"] = step[kept]
+    by_run = frame.set_index("id")["session"]
+    calls["session"] = by_run.reindex(calls["run"]).to_numpy(np.int64)
     if filters.project or filters.harness or _call_level(filters):
         chosen = set()
         ids = calls["id"].tolist()
@@ -240,27 +249,30 @@ def observed_calls(
     return frame, calls
 
 
-# One call's columns as `_packed_calls` reads them (big-endian, as binary COPY writes them).
-_CALL_FIELDS = [
-    ("id", ">i8"),
-    ("agent", ">i8"),
-    ("session", ">i8"),
-    ("session_index", ">i4"),
-    ("agent_index", ">i4"),
-    ("prompt_kind", ">i2"),
-    ("tool_results", ">i4"),
-    ("tool_errors", ">i4"),
-]
-_CALL_COLUMNS = [name for name, _ in _CALL_FIELDS]
+# One call as `_packed_calls` packs it: big-endian, as PostgreSQL's *send functions write;
+# the session and agent positions share an int8, and so do the tool result and error counts.
+_PACKED_CALL = np.dtype(
+    [
+        ("id", ">i8"),
+        ("agent", ">i8"),
+        ("positions", ">i8"),
+        ("counts", ">i8"),
+        ("prompt_kind", ">i2"),
+    ]
+)
+_CALL_COLUMNS = [
+    "id", "agent", "session_index", "agent_index", "prompt_kind", "tool_results", "tool_errors",
+]  # fmt: skip
 PACKED_AGENTS = 500  # agents per query: a few tens of MB of calls at most
 PROMPT_CHUNK = 50_000  # call ids per query for the prompts' hashes
 TEXT_CHUNK = 10_000  # and for their texts (SQLite takes at most 32,766 parameters)
 
 
 def _packed_calls(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
-    """The calls of `agents` (id, agent, session, session_index, agent_index, prompt_kind,
-    tool_results, tool_errors). Read as a binary COPY of fixed-width columns that numpy
-    takes at once: a million rows streamed one by one cost seconds."""
+    """The calls of `agents` (id, agent, session_index, agent_index, prompt_kind,
+    tool_results, tool_errors). The database packs each query's rows into one bytea of
+    fixed-width records, read with numpy: a million rows streamed one by one cost seconds
+    (a binary COPY too: psycopg hands its rows over one by one)."""
     if connection.vendor != "postgresql":
         return _calls_by_orm(workspace_pk, agents)
     kinds = list(PROMPT_KINDS)
@@ -268,34 +280,39 @@ def _packed_calls(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
     parts = []
     with connection.cursor() as cursor:
         for start in range(0, len(agents), PACKED_AGENTS):
-            data = _copy_binary(
-                cursor.cursor,
-                "COPY (SELECT id, agent_id, session_id, session_index, agent_index, "
-                "COALESCE(array_position(%s::text[], prompt_kind::text), 0)::int2, "
-                "tool_results, tool_errors FROM traces_call "
-                "WHERE workspace_id = %s AND agent_id = ANY(%s)) TO STDOUT (FORMAT BINARY)",
+            cursor.execute(
+                "SELECT string_agg(int8send(id) || int8send(agent_id) "
+                "|| int8send((session_index::int8 << 32) | agent_index::int8) "
+                "|| int8send((tool_results::int8 << 32) | (tool_errors::int8 & 4294967295)) "
+                "|| int2send(COALESCE(array_position(%s::text[], prompt_kind::text), 0)::int2), "
+                "''::bytea) FROM traces_call WHERE workspace_id = %s AND agent_id = ANY(%s)",
                 [kinds, workspace_pk, agents[start : start + PACKED_AGENTS]],
             )
-            parts.append(_binary_rows(data, _CALL_FIELDS))
+            data = cursor.fetchone()[0]
+            if data:
+                parts.append(np.frombuffer(bytes(data), dtype=_PACKED_CALL))
+    packed = np.concatenate(parts) if parts else np.zeros(0, dtype=_PACKED_CALL)
+    positions = packed["positions"].astype(np.int64)
+    counts = packed["counts"].astype(np.int64)
     frame = pd.DataFrame(
         {
-            name: np.concatenate([part[name] for part in parts]).astype(np.int64)
-            if parts
-            else np.zeros(0, np.int64)
-            for name in _CALL_COLUMNS
-            if name != "prompt_kind"
+            "id": packed["id"].astype(np.int64),
+            "agent": packed["agent"].astype(np.int64),
+            "session_index": positions >> 32,
+            "agent_index": positions & 0xFFFFFFFF,
+            "prompt_kind": labels[packed["prompt_kind"].astype(np.int64)],
+            "tool_results": counts >> 32,
+            "tool_errors": counts & 0xFFFFFFFF,
         }
     )
-    codes = np.concatenate([part["prompt_kind"] for part in parts]) if parts else np.zeros(0, int)
-    frame["prompt_kind"] = labels[codes.astype(np.int64)]
-    return frame[_CALL_COLUMNS]
+    return frame
 
 
 def _calls_by_orm(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
     """`_packed_calls` for the embedded SQLite default: the same columns, row by row."""
     columns = [
-        "id", "agent_id", "session_id", "session_index", "agent_index", "prompt_kind",
-        "tool_results", "tool_errors",
+        "id", "agent_id", "session_index", "agent_index", "prompt_kind", "tool_results",
+        "tool_errors",
     ]  # fmt: skip
     rows = []
     for start in range(0, len(agents), PACKED_AGENTS):
@@ -372,14 +389,15 @@ def _prompt_hashes(call_ids: np.ndarray) -> np.ndarray:
     parts = []
     with connection.cursor() as cursor:
         for start in range(0, len(call_ids), PROMPT_CHUNK):
-            data = _copy_binary(
-                cursor.cursor,
-                "COPY (SELECT call_id, hashtextextended(text, 0) FROM traces_operatorprompt "
-                "WHERE call_id = ANY(%s)) TO STDOUT (FORMAT BINARY)",
+            cursor.execute(
+                "SELECT string_agg(int8send(call_id) || int8send(hashtextextended(text, 0)), "
+                "''::bytea) FROM traces_operatorprompt WHERE call_id = ANY(%s)",
                 [call_ids[start : start + PROMPT_CHUNK].tolist()],
             )
-            parts.append(_binary_rows(data, [("call", ">i8"), ("hash", ">i8")]))
-    rows = np.concatenate(parts)
+            data = cursor.fetchone()[0]
+            if data:
+                parts.append(np.frombuffer(bytes(data), dtype=[("call", ">i8"), ("hash", ">i8")]))
+    rows = np.concatenate(parts) if parts else np.zeros(0, [("call", ">i8"), ("hash", ">i8")])
     records = np.zeros(len(rows), MATCH_CACHE_DTYPE)
     records["call"], records["hash"], records["phrase"] = rows["call"], rows["hash"], -1
     return records[np.argsort(records["call"], kind="stable")]
@@ -388,6 +406,15 @@ def _prompt_hashes(call_ids: np.ndarray) -> np.ndarray:
 def _prompt_texts(call_ids: list[int]) -> dict[int, str]:
     """The stored operator prompts of these calls, by call id."""
     texts: dict[int, str] = {}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for start in range(0, len(call_ids), PROMPT_CHUNK):
+                cursor.execute(
+                    "SELECT call_id, text FROM traces_operatorprompt WHERE call_id = ANY(%s)",
+                    [call_ids[start : start + PROMPT_CHUNK]],
+                )
+                texts.update(cursor.fetchall())
+        return texts
     for start in range(0, len(call_ids), TEXT_CHUNK):
         texts.update(
             OperatorPrompt.objects.filter(
@@ -395,42 +422,6 @@ def _prompt_texts(call_ids: list[int]) -> dict[int, str]:
             ).values_list("call_id", "text")
         )
     return texts
-
-
-def _copy_binary(cursor, statement: str, params: list) -> bytes:
-    """The whole output of a `COPY … TO STDOUT (FORMAT BINARY)` (psycopg binds `params`)."""
-    chunks = []
-    with cursor.copy(statement, params) as copy:
-        for chunk in copy:
-            chunks.append(bytes(chunk))
-    return b"".join(chunks)
-
-
-_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
-
-
-def _binary_rows(data: bytes, fields: list[tuple[str, str]]) -> np.ndarray:
-    """The rows of a binary COPY whose columns are all fixed-width and never NULL, as a
-    structured array with `fields` (name, big-endian numpy type): each row is then a field
-    count and, per column, its length and its bytes, so numpy reads the rows at once."""
-    if data[:11] != _COPY_SIGNATURE:
-        raise ValueError("not a binary COPY")
-    extension = int.from_bytes(data[15:19], "big")
-    start = 19 + extension
-    layout = [("fields", ">i2")]
-    for name, kind in fields:
-        layout += [(f"{name}_length", ">i4"), (name, kind)]
-    dtype = np.dtype(layout)
-    body = len(data) - start - 2  # the trailer is a field count of −1
-    if body % dtype.itemsize or data[-2:] != b"\xff\xff":
-        raise ValueError("binary COPY rows are not of the expected width")
-    rows = np.frombuffer(data, dtype, count=body // dtype.itemsize, offset=start)
-    if len(rows) and (
-        (rows["fields"] != len(fields)).any()
-        or any((rows[f"{name}_length"] != np.dtype(kind).itemsize).any() for name, kind in fields)
-    ):
-        raise ValueError("binary COPY rows are not of the expected width")
-    return rows
 
 
 def _match_row(
