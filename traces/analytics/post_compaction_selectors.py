@@ -152,8 +152,14 @@ def corpus_load(
     return Corpus(
         Observations(operator["run"].to_numpy(np.int64), operator["step"].to_numpy(np.int64), hits),
         tool_results,
-        {int(k): str(v) for k, v in zip(runs["id"], runs["task_type"], strict=True)},
-        {int(k): str(v) for k, v in zip(runs["id"], runs["trigger"], strict=True)},
+        {
+            int(k): str(v)
+            for k, v in zip(runs["id"].tolist(), runs["task_type"].tolist(), strict=True)
+        },
+        {
+            int(k): str(v)
+            for k, v in zip(runs["id"].tolist(), runs["trigger"].tolist(), strict=True)
+        },
         matches,
         excluded,
         int(hits.sum()),
@@ -391,8 +397,8 @@ def _prompt_hashes(call_ids: np.ndarray) -> np.ndarray:
         for start in range(0, len(call_ids), PROMPT_CHUNK):
             cursor.execute(
                 "SELECT string_agg(int8send(call_id) || int8send(hashtextextended(text, 0)), "
-                "''::bytea) FROM traces_operatorprompt WHERE call_id = ANY(%s)",
-                [call_ids[start : start + PROMPT_CHUNK].tolist()],
+                "''::bytea) FROM traces_operatorprompt WHERE call_id = ANY(%s::int8[])",
+                [_int8_array(call_ids[start : start + PROMPT_CHUNK].tolist())],
             )
             data = cursor.fetchone()[0]
             if data:
@@ -403,6 +409,11 @@ def _prompt_hashes(call_ids: np.ndarray) -> np.ndarray:
     return records[np.argsort(records["call"], kind="stable")]
 
 
+def _int8_array(values: list[int]) -> str:
+    """An int8[] literal: psycopg adapts a long list of ints item by item, far slower."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
 def _prompt_texts(call_ids: list[int]) -> dict[int, str]:
     """The stored operator prompts of these calls, by call id."""
     texts: dict[int, str] = {}
@@ -410,8 +421,9 @@ def _prompt_texts(call_ids: list[int]) -> dict[int, str]:
         with connection.cursor() as cursor:
             for start in range(0, len(call_ids), PROMPT_CHUNK):
                 cursor.execute(
-                    "SELECT call_id, text FROM traces_operatorprompt WHERE call_id = ANY(%s)",
-                    [call_ids[start : start + PROMPT_CHUNK]],
+                    "SELECT call_id, text FROM traces_operatorprompt "
+                    "WHERE call_id = ANY(%s::int8[])",
+                    [_int8_array(call_ids[start : start + PROMPT_CHUNK])],
                 )
                 texts.update(cursor.fetchall())
         return texts
