@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from django.db import connection
 
 from tests.analytics.test_post_compaction import _codex_rollout
 from traces.analysis.post_compaction import (
@@ -197,7 +198,11 @@ def fast_section(workspace, filters=ALL) -> dict:
     return post_compaction(corpus, phrase_version=0, bootstrap=200)
 
 
-def _cached(workspace) -> dict[int, int]:
+def _cached(workspace) -> dict[int, int] | None:
+    """The cached phrase index by call; None on SQLite, where the section keeps no cache."""
+    if connection.vendor != "postgresql":
+        assert not CorrectionMatchCache.objects.exists()
+        return None
     row = CorrectionMatchCache.objects.get(workspace=workspace)
     records = np.frombuffer(bytes(row.data), [("call", "<i8"), ("hash", "<i8"), ("phrase", "<i2")])
     return dict(zip(records["call"].tolist(), records["phrase"].tolist(), strict=True))
@@ -220,8 +225,9 @@ def test_fast_path_equals_the_straightforward_computation(workspace, generated, 
     assert not CorrectionMatchCache.objects.filter(workspace=workspace).exists()
     assert fast_section(workspace) == reference
     cached = _cached(workspace)
-    assert len(cached) == reference["operator_messages"]
-    assert sum(phrase >= 0 for phrase in cached.values()) == reference["matches_total"]
+    if cached is not None:
+        assert len(cached) == reference["operator_messages"]
+        assert sum(phrase >= 0 for phrase in cached.values()) == reference["matches_total"]
     assert fast_section(workspace) == reference
 
     # Prompts edited in place (a re-ingest that merged lines) and a new session: the
@@ -239,8 +245,9 @@ def test_fast_path_equals_the_straightforward_computation(workspace, generated, 
     assert edited != reference
     assert fast_section(workspace) == edited
     cached = _cached(workspace)
-    assert all(cached[pk] == -1 for pk in corrected)
-    assert all(cached[pk] >= 0 for pk in plain)
+    if cached is not None:
+        assert all(cached[pk] == -1 for pk in corrected)
+        assert all(cached[pk] >= 0 for pk in plain)
 
     # By task type: the filtered section, and the cache keeps what it holds for the rest.
     for task_type in sorted(edited["by_task_type"]):
@@ -248,13 +255,15 @@ def test_fast_path_equals_the_straightforward_computation(workspace, generated, 
         assert fast_section(workspace, filters) == reference_section(
             workspace, DEFAULT_PHRASES, filters
         )
-    assert len(_cached(workspace)) == edited["operator_messages"]
+    cached = _cached(workspace)
+    assert cached is None or len(cached) == edited["operator_messages"]
 
     # Another phrase list: another key, every prompt matched again.
     correction_phrases_save(workspace=workspace, phrases=["carry on", "revert"], actor=None)
-    row = CorrectionMatchCache.objects.get(workspace=workspace)
-    assert row.key != match_cache_key(PhraseMatcher(["carry on", "revert"]))
+    row = CorrectionMatchCache.objects.filter(workspace=workspace).first()
+    assert row is None or row.key != match_cache_key(PhraseMatcher(["carry on", "revert"]))
     other = reference_section(workspace, ["carry on", "revert"])
     assert other["matches_total"] > 0 and other != edited
     assert fast_section(workspace) == other
-    assert set(_cached(workspace).values()) == {-1, 0, 1}
+    cached = _cached(workspace)
+    assert cached is None or set(cached.values()) == {-1, 0, 1}
