@@ -5,24 +5,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('analytics', '0002_correction_phrase_list'),
-        ('governance', '0003_invitation'),
+        ("analytics", "0002_correction_phrase_list"),
+        ("governance", "0003_invitation"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='CorrectionMatchCache',
+            name="CorrectionMatchCache",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=64)),
-                ('data', models.BinaryField(default=bytes)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='governance.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=64)),
+                ("data", models.BinaryField(default=bytes)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="governance.workspace",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('workspace',), name='correction_match_cache_unique')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("workspace",), name="correction_match_cache_unique"
+                    )
+                ],
             },
         ),
     ]
