@@ -4,15 +4,17 @@ Builds, in one PostgreSQL database, a workspace per corpus shape of --calls call
 calls, agents, runs and compactions COPY-loaded by `bench.analytics.generate`), gives
 every call a stored text (zstd JSON, as the loader writes it: a prompt of some kind or
 none, tool uses, tool results with errors) and the text facts the loader stores with it
-(`text_facts`, the same function), then times the section cold (a new connection, no cached
-result), median of --repeat:
+(`text_facts`, the same function), then times the section cold (a new connection, no cached section), median of --repeat,
+each way in turn in the same run:
 
-* the current loader (`corpus_load`: stored facts and operator prompts) plus the analysis;
-* the previous loader (`corpus_load_decompressing` below, which decompressed every call's
-  text up to step 150) plus the same analysis, measured in the same run as the baseline.
+* the analytics job's `post_compaction_section` with its match cache empty (the first
+  refresh after the phrase list changed) and filled (every later refresh);
+* main's loader before this change (`bench/post_compaction_previous.py`), the baseline;
+* with --decompressing, the loader before the text facts (`corpus_load_decompressing`).
 
-Both must give the same section. Writes the figures, machine and command into
-bench/RESULTS.md ("Behaviour after compaction").
+All must give the same section. `--reuse` keeps a database built before (set BENCH_DB to
+use another one). Writes the figures, machine and command into bench/RESULTS.md
+("Behaviour after compaction").
 """
 
 from __future__ import annotations
@@ -273,32 +275,53 @@ def corpus_load_decompressing(*, workspace, filters, matcher):
     )
 
 
-def section(workspace, loader) -> tuple[dict, float, float]:
-    """(the section, seconds loading, seconds in total), on a new connection."""
+def section(workspace, how: str) -> tuple[dict, float]:
+    """(the section, seconds), on a new database connection, computed `how`:
+
+    * "cache empty": the service (`post_compaction_section`) after its match cache is
+      dropped, as after a new phrase list: every operator prompt is read and matched, and
+      the cache stored;
+    * "cache filled": the service again, as on every later refresh (new prompts only);
+    * "previous": main's loader before this change (`bench/post_compaction_previous.py`);
+    * "decompressing": the loader before the text facts (`corpus_load_decompressing`)."""
     from django.db import connection
 
+    from bench import post_compaction_previous
     from traces.analysis.post_compaction import PhraseMatcher, post_compaction
+    from traces.analytics.models import CorrectionMatchCache
     from traces.analytics.post_compaction_selectors import phrase_list_current
+    from traces.analytics.post_compaction_services import post_compaction_section
     from traces.analytics.selectors import AnalyticsFilters
 
+    if how == "cache empty":
+        CorrectionMatchCache.objects.filter(workspace=workspace).delete()
     connection.close()
     begin = time.perf_counter()
-    phrases = phrase_list_current(workspace=workspace)
-    corpus = loader(
-        workspace=workspace, filters=AnalyticsFilters(), matcher=PhraseMatcher(phrases.phrases)
-    )
-    loaded = time.perf_counter() - begin
-    result = post_compaction(corpus, phrase_version=phrases.version)
-    return result, loaded, time.perf_counter() - begin
+    if how.startswith("cache"):
+        result = post_compaction_section(workspace=workspace, filters=AnalyticsFilters())
+        result.pop("phrases")
+    else:
+        loader = {
+            "previous": post_compaction_previous.corpus_load,
+            "decompressing": corpus_load_decompressing,
+        }[how]
+        phrases = phrase_list_current(workspace=workspace)
+        corpus = loader(
+            workspace=workspace, filters=AnalyticsFilters(), matcher=PhraseMatcher(phrases.phrases)
+        )
+        result = post_compaction(corpus, phrase_version=phrases.version)
+    return result, time.perf_counter() - begin
 
 
 def stages(workspace) -> dict[str, float]:
-    """Seconds of the new loader's parts, once, on a new connection."""
+    """Seconds of the new loader's parts, once, on a new connection, cache filled."""
     from django.db import connection
 
-    from traces.analysis.post_compaction import PhraseMatcher
+    from traces.analysis.post_compaction import PhraseMatcher, post_compaction
     from traces.analytics.post_compaction_selectors import (
-        _operator_prompts,
+        _phrase_indexes,
+        corpus_load,
+        match_cache_get,
         observed_calls,
         phrase_list_current,
     )
@@ -307,16 +330,25 @@ def stages(workspace) -> dict[str, float]:
     connection.close()
     times = {}
     begin = time.perf_counter()
-    runs, calls = observed_calls(workspace=workspace, filters=AnalyticsFilters())
-    times[f"{len(calls):,} observed calls and their runs"] = time.perf_counter() - begin
-    begin = time.perf_counter()
-    prompts = _operator_prompts(workspace.pk, [int(a) for a in runs["agent"].unique()])
-    times[f"{len(prompts):,} operator prompts"] = time.perf_counter() - begin
-    begin = time.perf_counter()
     matcher = PhraseMatcher(phrase_list_current(workspace=workspace).phrases)
-    for prompt in prompts.values():
-        matcher.match(prompt)
-    times["phrase matching"] = time.perf_counter() - begin
+    cache = match_cache_get(workspace=workspace, matcher=matcher)
+    times[f"match cache ({len(cache.records):,} records)"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    runs, calls = observed_calls(workspace=workspace, filters=AnalyticsFilters())
+    times[f"{len(calls):,} observed calls and {len(runs):,} runs"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    operator = calls["id"][calls["prompt_kind"] == "operator"].to_numpy(np.int64)
+    _phrase_indexes(workspace.pk, operator, matcher, cache)
+    times[f"{len(operator):,} operator prompts hashed and looked up"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    corpus = corpus_load(
+        workspace=workspace, filters=AnalyticsFilters(), matcher=matcher, cache=cache
+    )
+    loaded = time.perf_counter() - begin
+    begin = time.perf_counter()
+    post_compaction(corpus, phrase_version=1)
+    times["whole load again"] = loaded
+    times["statistics (`post_compaction`)"] = time.perf_counter() - begin
     return times
 
 
@@ -335,10 +367,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
-        "--baseline-repeat",
-        type=int,
-        default=None,
-        help="Runs of the old loader (default: --repeat); it takes minutes per run at 1M.",
+        "--decompressing",
+        action="store_true",
+        help="Also time the loader that decompressed every text (about a minute a run at 1M).",
     )
     parser.add_argument(
         "--reuse",
@@ -364,9 +395,10 @@ def main() -> None:
     from bench.common import write_section
     from governance.models import Workspace
     from governance.services import workspace_create
-    from traces.analytics.post_compaction_selectors import corpus_load
 
-    baseline_repeat = min(args.repeat, args.baseline_repeat or args.repeat)
+    ways = ["cache empty", "cache filled", "previous"] + (
+        ["decompressing"] if args.decompressing else []
+    )
     rows = []
     for number, (name, shape) in enumerate(SHAPES.items()):
         workspace = Workspace.objects.filter(slug=f"shape-{number}").first()
@@ -385,62 +417,83 @@ def main() -> None:
             log(f"{name}: built {built} in {time.perf_counter() - start:.0f} s")
         else:
             log(f"{name}: reused {built}")
-        new, old = [], []
+        samples: dict[str, list[float]] = {way: [] for way in ways}
+        reference = None
         for attempt in range(args.repeat):
-            # Alternate, so that neither always runs on caches the other warmed.
-            fresh = section(workspace, corpus_load)
-            new.append(fresh[1:])
-            log(f"{name} run {attempt + 1}: new {fresh[2]:.2f} s")
-            if attempt < baseline_repeat:
-                baseline = section(workspace, corpus_load_decompressing)
-                old.append(baseline[1:])
-                assert comparable(fresh[0]) == comparable(baseline[0]), f"{name}: results differ"
-                log(f"{name} run {attempt + 1}: old {baseline[2]:.2f} s")
-        result = fresh[0]
-        rows.append((name, built, result, new, old, stages(workspace)))
+            # In turn, so that no way always runs on caches another warmed.
+            for way in ways:
+                result, seconds = section(workspace, way)
+                samples[way].append(seconds)
+                log(f"{name} run {attempt + 1}: {way} {seconds:.2f} s")
+                if reference is None:
+                    reference = result
+                assert comparable(result) == comparable(reference), f"{name}: {way} differs"
+        rows.append((name, built, reference, samples, stages(workspace)))
 
-    def median(samples, k):
-        return statistics.median(s[k] for s in samples)
-
+    labels = {
+        "cache empty": "New, match cache empty",
+        "cache filled": "New, match cache filled",
+        "previous": "Previous (main)",
+        "decompressing": "Decompressing texts",
+    }
     table = [
-        "| Shape | Corpus | Observed | New: load / total, median s | Old (decompressing): load / total, median s | Old ÷ new (total) |",
-        "|---|---|---|---:|---:|---:|",
+        "| Shape | Corpus | Observed | "
+        + " | ".join(f"{labels[way]}: median s (runs)" for way in ways)
+        + " | Previous ÷ new (empty) | Previous ÷ new (filled) |",
+        "|---|---|---|" + "---:|" * (len(ways) + 2),
     ]
-    for name, built, result, new, old, _ in rows:
-        total_new, total_old = median(new, 1), median(old, 1)
-        mark = "**" if total_new < TARGET_S else ""
+    for name, built, result, samples, _ in rows:
+        medians = {way: statistics.median(samples[way]) for way in ways}
+        cells = []
+        for way in ways:
+            mark = "**" if way.startswith("cache") and medians[way] < TARGET_S else ""
+            runs = ", ".join(f"{v:.2f}" for v in samples[way])
+            cells.append(f"{mark}{medians[way]:.2f}{mark} ({runs})")
         table.append(
             f"| {name} | {built['calls']:,} calls, {built['compactions']:,} compactions, "
             f"{built['operator_prompts']:,} operator prompts | "
             f"{result['compactions']:,} compactions, {result['operator_messages']:,} operator "
             f"messages, {result['tool_results']:,} tool results, {result['matches_total']:,} "
-            f"corrections | {median(new, 0):.2f} / {mark}{total_new:.2f}{mark} "
-            f"(runs {', '.join(f'{s[1]:.2f}' for s in new)}) | {median(old, 0):.2f} / "
-            f"{total_old:.2f} (runs {', '.join(f'{s[1]:.2f}' for s in old)}) | "
-            f"{total_old / total_new:.1f}× |"
+            f"corrections | " + " | ".join(cells) + " | "
+            f"{medians['previous'] / medians['cache empty']:.1f}× | "
+            f"{medians['previous'] / medians['cache filled']:.1f}× |"
         )
     load = os.getloadavg()
     body = "\n".join(
         [
-            f"The section of behaviour after compaction (`corpus_load` then `post_compaction`, "
-            f"with its {2000:,}-replicate bootstraps), cold: a new database connection and no "
-            f"cached result; the new loader median of {args.repeat} runs, the old one of "
-            f"{baseline_repeat}, alternating in the same run. The corpora are COPY-loaded (`bench.analytics.generate`), each call "
-            f"with a stored text drawn from {POOL:,} generated ones and the facts the loader "
-            f"stores for it; both loaders gave the same section on every run (audit rows "
-            f"aside when more than 2,000 corrections cut them). Load average at the end: "
-            f"{load[0]:.1f} on {os.cpu_count()} cores (the machine is shared).",
+            f"The section of behaviour after compaction (the analytics job's "
+            f"`post_compaction_section`: load, then `post_compaction` with its {2000:,}-replicate "
+            f"bootstraps), cold: a new database connection and no cached section; median of "
+            f"{args.repeat} runs of each way, taken in turn in the same run. *Match cache "
+            f"empty*: the first refresh after the phrase list changed (every operator prompt "
+            f"read and matched, the cache stored). *Match cache filled*: every later refresh "
+            f"(only new or edited prompts are read and matched). *Previous*: main's loader "
+            f"before this change, in the same run. The corpora are COPY-loaded "
+            f"(`bench.analytics.generate`), each call with a stored text drawn from {POOL:,} "
+            f"generated ones and the facts the loader stores for it; every way gave the same "
+            f"section on every run (audit rows aside when more than 2,000 corrections cut "
+            f"them). Load average at the end: {load[0]:.1f} on {os.cpu_count()} cores (the "
+            f"machine is shared with other work).",
             "",
             f"Target: < {TARGET_S:.0f} s at 1M calls, cold.",
             "",
             *table,
             "",
-            "Where the new loader's time goes (one more run of each part):",
+            *[
+                f"- {name}: target < {TARGET_S:.0f} s "
+                f"{'met' if statistics.median(samples['cache filled']) < TARGET_S else 'missed'} "
+                f"with the match cache filled, "
+                f"{'met' if statistics.median(samples['cache empty']) < TARGET_S else 'missed'} "
+                f"with it empty."
+                for name, _, _, samples, _ in rows
+            ],
+            "",
+            "Where the new loader's time goes (one more run of each part, cache filled):",
             "",
             *[
                 f"- {name}: "
                 + ", ".join(f"{part} {seconds:.2f} s" for part, seconds in parts.items())
-                for name, _, _, _, _, parts in rows
+                for name, _, _, _, parts in rows
             ],
         ]
     )

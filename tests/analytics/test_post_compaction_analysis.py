@@ -117,3 +117,18 @@ def test_ratio_undefined_without_baseline_corrections():
     ratio = ratio_first_to_baseline(obs)
     assert ratio.value is None and ratio.ci is None
     assert "baseline rate is 0" in ratio.reason
+
+
+def test_rates_counted_once_by_step_equal_masking_every_range():
+    """`analyse_group` counts each population once per step; every range's rate must be
+    what masking the observations gives, on any steps (negative and past the bins too)."""
+    from traces.analysis.post_compaction import _ByStep, _rate
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(0, 40))
+        obs = Observations(np.zeros(n, np.int64), rng.integers(-2, 30, n), rng.random(n) < 0.3)
+        by_step = _ByStep(obs)
+        for lo in range(-4, 33):
+            for hi in range(lo - 1, 34):
+                assert by_step.rate((lo, hi)) == _rate(obs, (lo, hi)), (lo, hi)

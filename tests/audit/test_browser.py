@@ -59,3 +59,33 @@ def test_create_judge_and_see_results(page, login, members, corpus, screenshot):
     assert "1 / 1" in verbatim.inner_text()
     page.wait_for_function("() => !!document.querySelector('#active-by-band .main-svg')")
     screenshot("audit-results")
+
+
+def test_close_and_reopen_an_audit(page, login, members, audit, screenshot):
+    from governance.models import AuditEvent
+
+    slug = audit.workspace.slug
+    login("reviewer-a")
+    page.goto(f"{page.base_url}/w/{slug}/audits/{audit.pk}/")
+    assert page.get_by_role("link", name="Judge the next step").is_visible()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Close the audit").click()
+    assert page.get_by_text("closed: it takes no more judgments").is_visible()
+    assert page.get_by_role("button", name="Reopen the audit").is_visible()
+    assert page.get_by_role("link", name="Judge the next step").count() == 0
+    for width in (1280, 1920):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        screenshot(f"audit-closed-{width}", full_page=False)
+    audit.refresh_from_db()
+    assert audit.status == "closed"
+    with page.expect_navigation():
+        page.get_by_role("button", name="Reopen the audit").click()
+    assert page.get_by_text("reopened: its steps can be judged again").is_visible()
+    assert page.get_by_role("link", name="Judge the next step").is_visible()
+    audit.refresh_from_db()
+    assert audit.status == "open"
+    actions = list(
+        AuditEvent.objects.filter(action__startswith="audit.").values_list("action", flat=True)
+    )
+    assert actions.count("audit.closed") == 1 and actions.count("audit.open") == 1

@@ -117,3 +117,48 @@ def test_dashboard_card_empty_state(workspace):
 
     empty = card(workspace)
     assert empty.empty and "No audits yet" in empty.empty_message
+
+
+def test_close_and_reopen_check_the_role_and_are_audit_logged(client_for, workspace, audit):
+    from governance.models import AuditEvent
+
+    url = f"/w/{workspace.slug}/audits/{audit.pk}/status/"
+    detail = f"/w/{workspace.slug}/audits/{audit.pk}/"
+    assert audit.status == "open"
+    for role in ("viewer", "editor"):  # judges may not close it
+        assert client_for(role).post(url, {"status": "closed"}).status_code == 403
+        assert "Close the audit" not in client_for(role).get(detail).content.decode()
+    audit.refresh_from_db()
+    assert audit.status == "open"
+    reviewer = client_for("reviewer")
+    assert reviewer.get(url).status_code == 405
+    assert "Close the audit" in reviewer.get(detail).content.decode()
+    assert reviewer.post(url, {"status": "deleted"}).status_code == 400
+
+    closed = reviewer.post(url, {"status": "closed"}, follow=True)
+    assert closed.status_code == 200
+    body = closed.content.decode()
+    assert "closed: it takes no more judgments" in body and "Reopen the audit" in body
+    assert "Judge the next step" not in body
+    audit.refresh_from_db()
+    assert audit.status == "closed"
+    event = AuditEvent.objects.filter(action="audit.closed").get()
+    assert event.actor.username == "reviewer-a" and event.object_id == str(audit.pk)
+
+    reopened = reviewer.post(url, {"status": "open"}, follow=True).content.decode()
+    assert "reopened" in reopened and "Close the audit" in reopened
+    audit.refresh_from_db()
+    assert audit.status == "open"
+    assert AuditEvent.objects.filter(action="audit.open").count() == 1
+
+
+def test_close_is_scoped_to_the_workspace(client_for, workspace, other_workspace, audit):
+    from governance.models import Membership, Role
+
+    client = client_for("reviewer")
+    user = client.get(f"/w/{workspace.slug}/audits/").wsgi_request.user
+    Membership.objects.create(workspace=other_workspace, user=user, role=Role.ADMIN)
+    url = f"/w/{other_workspace.slug}/audits/{audit.pk}/status/"
+    assert client.post(url, {"status": "closed"}).status_code == 404
+    audit.refresh_from_db()
+    assert audit.status == "open"

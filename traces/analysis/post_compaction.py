@@ -28,6 +28,9 @@ DEFAULT_PHRASES = (
     "does not work", "go back", "read it again", "that's not it",
 )  # fmt: skip
 DEFAULT_PHRASE_VERSION = 1
+# Bump when `PhraseMatcher` or `message_kind` changes what they find: cached matches keyed
+# by an older revision are then thrown away.
+MATCHER_REVISION = 1
 MAX_STEP = 150
 # Edges of the bins, inclusive: (1–5), (6–10), … (136–150).
 BIN_EDGES = (
@@ -200,6 +203,25 @@ def _rate(obs: Observations, bounds: tuple[int, int]) -> Rate:
     return wilson(int(obs.hit[mask].sum()), int(mask.sum()))
 
 
+class _ByStep:
+    """Observations and hits per step, counted once, for the rates of many step ranges."""
+
+    def __init__(self, obs: Observations):
+        self.low = int(obs.step.min()) if len(obs.step) else 0
+        step = obs.step - self.low
+        size = int(step.max()) + 1 if len(step) else 0
+        self.n = np.r_[0, np.cumsum(np.bincount(step, minlength=size))]
+        self.hits = np.r_[0, np.cumsum(np.bincount(step[obs.hit], minlength=size))]
+
+    def rate(self, bounds: tuple[int, int]) -> Rate:
+        top = len(self.n) - 1
+        lo = min(max(bounds[0] - self.low, 0), top)
+        hi = min(max(bounds[1] + 1 - self.low, 0), top)
+        if hi <= lo:
+            return wilson(0, 0)
+        return wilson(int(self.hits[hi] - self.hits[lo]), int(self.n[hi] - self.n[lo]))
+
+
 @dataclass
 class Ratio:
     value: float | None
@@ -303,27 +325,28 @@ class Group:
 
 def analyse_group(group: Group, *, bins=BIN_EDGES, bootstrap=BOOTSTRAP) -> dict:
     """Bins with both rates, the baseline, the ratio and the elevation's length."""
+    corrections, tool_results = _ByStep(group.corrections), _ByStep(group.tool_results)
     rows = [
         {
             "steps": [lo, hi],
-            "correction": _rate(group.corrections, (lo, hi)).as_dict(),
-            "tool_error": _rate(group.tool_results, (lo, hi)).as_dict(),
+            "correction": corrections.rate((lo, hi)).as_dict(),
+            "tool_error": tool_results.rate((lo, hi)).as_dict(),
         }
         for lo, hi in bins
     ]
-    baseline = _rate(group.corrections, BASELINE_STEPS)
+    baseline = corrections.rate(BASELINE_STEPS)
     return {
         "compactions": group.compactions,
         "operator_messages": len(group.corrections.step),
         "tool_results": len(group.tool_results.step),
         "bins": rows,
         "first5": {
-            "correction": _rate(group.corrections, FIRST_STEPS).as_dict(),
-            "tool_error": _rate(group.tool_results, FIRST_STEPS).as_dict(),
+            "correction": corrections.rate(FIRST_STEPS).as_dict(),
+            "tool_error": tool_results.rate(FIRST_STEPS).as_dict(),
         },
         "baseline": {
             "correction": baseline.as_dict(),
-            "tool_error": _rate(group.tool_results, BASELINE_STEPS).as_dict(),
+            "tool_error": tool_results.rate(BASELINE_STEPS).as_dict(),
         },
         "ratio_first5_to_baseline": ratio_first_to_baseline(
             group.corrections, bootstrap=bootstrap

@@ -10,6 +10,7 @@ urlpatterns = [
     path("", views.AuditListView.as_view(), name="list"),
     path("new/", views.AuditCreateView.as_view(), name="create"),
     path("<int:pk>/", views.AuditDetailView.as_view(), name="detail"),
+    path("<int:pk>/status/", views.AuditStatusView.as_view(), name="status"),
     path("<int:pk>/judge/", views.AuditJudgeView.as_view(), name="judge"),
     path("<int:pk>/steps/<int:step>/", views.AuditJudgeView.as_view(), name="judge_step"),
     path("<int:pk>/results/", views.AuditResultsView.as_view(), name="results"),

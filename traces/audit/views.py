@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import HttpResponseRedirect, StreamingHttpResponse
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import render
 
 from governance.errors import InputError
@@ -90,8 +90,31 @@ class AuditDetailView(WorkspaceTemplateView):
             packets=packets,
             progress=selectors.audit_progress(audit=audit),
             can_judge=self.membership.has_role(services.JUDGE_ROLE),
+            can_close=self.membership.has_role(services.CREATE_ROLE),
             **kwargs,
         )
+
+
+class AuditStatusView(WorkspaceTemplateView):
+    """Close an open audit (it takes no more judgments) or reopen a closed one. POST only;
+    the service checks the role and records the change in the audit log."""
+
+    write_role = services.CREATE_ROLE
+
+    def get(self, request, *args, **kwargs):
+        return HttpResponseNotAllowed(["POST"])
+
+    def post(self, request, *args, **kwargs):
+        audit = selectors.audit_get(workspace=self.workspace, pk=self.kwargs["pk"])
+        status = request.POST.get("status", "")
+        services.audit_set_status(audit=audit, actor=request.user, status=status)
+        messages.success(
+            request,
+            f"Audit “{audit.name}” closed: it takes no more judgments; its results stay."
+            if status == AuditStatus.CLOSED
+            else f"Audit “{audit.name}” reopened: its steps can be judged again.",
+        )
+        return HttpResponseRedirect(self.wreverse("audit:detail", audit.pk))
 
 
 class AuditJudgeView(WorkspaceTemplateView):
