@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
-from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -22,6 +21,7 @@ from artifacts.models import Artifact, ArtifactPolicy, ArtifactState, ArtifactWr
 from artifacts.services.policy import artifact_policy_for
 from artifacts.services.retention import _mark_gone
 from artifacts.storage import StagedBlob, storage_name_for
+from governance.errors import Forbidden
 from governance.models import ApiToken, Workspace
 from governance.services import InputError, audit_record
 
@@ -95,7 +95,7 @@ class StoredArtifact:
 def check_run_scope(*, token: ApiToken | None, run_id: str) -> None:
     """A run-scoped token writes and reads only its own run."""
     if token is not None and token.run_id and token.run_id != run_id:
-        raise PermissionDenied(
+        raise Forbidden(
             f"This token is scoped to run {token.run_id!r}; it cannot write to run {run_id!r}."
         )
 

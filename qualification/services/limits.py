@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from governance.errors import Conflict
+from governance.errors import Conflict, Forbidden
 from governance.models import Role
 from governance.services import InputError, audit_record
 from qualification import selectors
@@ -320,7 +319,7 @@ def operating_limit_approve(
     compared with changed since, the approval is refused (409).
     """
     if membership is None or membership.role < Role.REVIEWER:
-        raise PermissionDenied("Approving an operating limit needs the reviewer role.")
+        raise Forbidden("Approving an operating limit needs the reviewer role.")
     comment = (comment or "").strip()
     if len(comment) > COMMENT_MAX_CHARS:
         raise InputError(
@@ -329,9 +328,7 @@ def operating_limit_approve(
     with transaction.atomic():
         current = OperatingLimit.objects.select_for_update().get(pk=limit.pk)
         if reviewer.pk in current.contributor_ids:
-            raise PermissionDenied(
-                "You proposed or edited this limit; another reviewer must approve it."
-            )
+            raise Forbidden("You proposed or edited this limit; another reviewer must approve it.")
         if current.status != LimitStatus.PROPOSED:
             raise Conflict(f"This limit is already {current.status}.")
         qualification = Qualification.objects.select_for_update().get(pk=current.qualification_id)
