@@ -146,6 +146,15 @@ def analysis_latest(*, qualification: Qualification) -> QualificationAnalysis | 
     )
 
 
+def analysis_result_to_compare(*, qualification: Qualification) -> dict | None:
+    """The result a successor compares with: the current analysis of `qualification`, else,
+    when it has trials, its latest one."""
+    analysis = analysis_current(qualification=qualification)
+    if analysis is None and trial_summary(qualification=qualification)["trials"]:
+        analysis = analysis_latest(qualification=qualification)
+    return analysis.result if analysis else None
+
+
 def analysis_job_pending(*, qualification: Qualification) -> Job | None:
     return (
         Job.objects.filter(

@@ -160,10 +160,7 @@ def qualification_context(request, qualification, **extra) -> dict:
     previous = qualification.supersedes
     previous_result = None
     if previous is not None and result is not None:
-        previous_analysis = selectors.analysis_current(qualification=previous)
-        if previous_analysis is None and selectors.trial_summary(qualification=previous)["trials"]:
-            previous_analysis = selectors.analysis_latest(qualification=previous)
-        previous_result = previous_analysis.result if previous_analysis else None
+        previous_result = selectors.analysis_result_to_compare(qualification=previous)
     figures, captions = {}, {}
     if result and result["families"]:
         captions = _captions(result, previous if previous_result else None)
