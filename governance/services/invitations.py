@@ -14,6 +14,7 @@ from governance.models import (
     Workspace,
 )
 from governance.services.audit import audit_record
+from governance.services.validation import full_clean
 from governance.services.workspaces import membership_set
 
 # An admin invites a username or an e-mail address; the answer is the same whether or not
@@ -60,7 +61,7 @@ def invitation_create(*, workspace: Workspace, invitee: str, role: int, actor) -
         invitation.role = role
         invitation.invited_by = actor
         invitation.expires_at = expires_at
-        invitation.full_clean()
+        full_clean(invitation, validate_constraints=True)
         invitation.save()
         audit_record(
             workspace=workspace,

@@ -10,9 +10,14 @@ from django.db import models
 from governance.errors import InputError
 
 
-def full_clean(instance: models.Model, *, exclude: Iterable[str] = ()) -> None:
-    """The model's field validators and checks, as one `InputError` naming each field."""
+def full_clean(
+    instance: models.Model, *, exclude: Iterable[str] = (), validate_constraints: bool = False
+) -> None:
+    """The model's field validators and checks, as one `InputError` naming each field.
+
+    The database checks its constraints on save in any case; `validate_constraints` checks
+    them here too, to name the field at fault."""
     try:
-        instance.full_clean(exclude=list(exclude), validate_constraints=False)
+        instance.full_clean(exclude=list(exclude), validate_constraints=validate_constraints)
     except ValidationError as exc:
         raise InputError.for_fields(exc.message_dict) from None

@@ -15,12 +15,13 @@ from governance.models import (
     Workspace,
 )
 from governance.services.audit import audit_record
+from governance.services.validation import full_clean
 
 
 def workspace_create(*, slug: str, name: str = "", actor=None) -> Workspace:
     with transaction.atomic():
         workspace = Workspace(slug=slug, name=name or slug)
-        workspace.full_clean()
+        full_clean(workspace, validate_constraints=True)
         workspace.save()
         audit_record(workspace=workspace, actor=actor, action="workspace.create", obj=workspace)
     return workspace

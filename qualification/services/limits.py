@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from governance.errors import Conflict, Forbidden
 from governance.models import Role
-from governance.services import InputError, audit_record
+from governance.services import InputError, audit_record, full_clean
 from qualification import selectors
 from qualification.analysis.limits import RESERVE_ACTIONS, SEED_004_STAGES
 from qualification.models import (
@@ -271,7 +271,9 @@ def operating_limit_propose(
             created_by=_user(actor),
             contributor_ids=[actor.pk] if _user(actor) else [],
         )
-        limit.full_clean(exclude=["workspace", "qualification", "supersedes"])
+        full_clean(
+            limit, exclude=["workspace", "qualification", "supersedes"], validate_constraints=True
+        )
         limit.save()
         audit_record(
             workspace=qualification.workspace,
@@ -317,7 +319,9 @@ def operating_limit_update(*, limit: OperatingLimit, actor, **changes) -> Operat
             setattr(current, key, value)
         if _user(actor) and actor.pk not in current.contributor_ids:
             current.contributor_ids = [*current.contributor_ids, actor.pk]
-        current.full_clean(exclude=["workspace", "qualification", "supersedes"])
+        full_clean(
+            current, exclude=["workspace", "qualification", "supersedes"], validate_constraints=True
+        )
         current.save()
         audit_record(
             workspace=current.workspace,
