@@ -53,7 +53,7 @@ def artifact_policy_update(*, workspace: Workspace, actor, **changes) -> Artifac
             setattr(policy, name, value)
         _validate_rules(policy)
         policy.updated_by = actor if getattr(actor, "pk", None) else None
-        full_clean(policy)
+        full_clean(policy, validate_constraints=True)
         policy.save()
         changed = {
             name: {"from": before[name], "to": getattr(policy, name)}
