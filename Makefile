@@ -45,6 +45,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m tests.complexity
+	$(BIN)/python -m tests.import_cycles
 
 ## complexity: list functions over cyclomatic complexity 15 (radon), outside analysis/ and
 ## formats/; report only (tests/governance/test_complexity.py stops the count growing)

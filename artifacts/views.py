@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.http import FileResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -206,8 +205,8 @@ class ArtifactSettingsView(WorkspaceTemplateView):
                 services.artifact_policy_update(
                     workspace=self.workspace, actor=request.user, **form.changes()
                 )
-            except ValidationError as exc:
-                for field, errors in exc.message_dict.items():
+            except InputError as exc:
+                for field, errors in exc.field_errors.items():
                     target = "custom_rules_text" if field == "custom_rules" else field
                     target = target if target in form.fields else None
                     for error in errors:

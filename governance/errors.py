@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
+
 
 class DomainError(Exception):
     """A request the domain refuses; `message` is shown to the user as it is."""
@@ -80,8 +82,9 @@ class Gone(DomainError):
     code = "gone"
 
 
-class Forbidden(DomainError):
-    """The user's role does not allow this (403)."""
+class Forbidden(DomainError, PermissionDenied):
+    """The user's role does not allow this (403); Django's `PermissionDenied` too, so code
+    (and Django itself) handling that one handles it."""
 
     status = 403
     code = "forbidden"

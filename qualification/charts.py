@@ -99,43 +99,23 @@ def add_decline_curve(
     xs = [_x(s["tokens"]) for s in points]
     where = {"row": row, "col": col} if row is not None else {}
     if band and all(s["ci"][0] is not None for s in points):
-        fig.add_trace(
-            go.Scatter(
-                x=xs + xs[::-1],
-                y=[s["ci"][1] for s in points] + [s["ci"][0] for s in points][::-1],
-                fill="toself",
-                mode="lines",
-                fillcolor=_rgba(color, 0.15),
-                line={"width": 0},
-                hoverinfo="skip",
-                showlegend=False,
-                legendgroup=group,
-                name=f"{name} interval",
-            ),
-            **where,
-        )
+        fig.add_trace(_band_trace(points, xs, color=color, group=group, name=name), **where)
     fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=[s["accuracy"] for s in points],
-            mode="lines+markers",
-            line={"color": color, "dash": dash, "width": 2},
-            marker={"size": 7},
-            name=name,
-            legendgroup=group,
-            showlegend=show_legend,
-            customdata=[
-                [numfmt.tokens(s["tokens"]), s["ci"][0], s["ci"][1], s.get("tasks")] for s in points
-            ],
-            hovertemplate=(
-                "%{customdata[0]}: %{y:.1%} [%{customdata[1]:.1%}, %{customdata[2]:.1%}]"
-                "<br>n = %{customdata[3]} tasks<extra>" + name + "</extra>"
-            ),
+        _accuracy_trace(
+            points, xs, color=color, dash=dash, group=group, name=name, show_legend=show_legend
         ),
         **where,
     )
-    collect = lines is not None
-    lines = lines if collect else []
+    marks = _reference_lines(family, where, theta=theta, ecl=mark_ecl, knee=mark_knee)
+    if lines is not None:
+        lines.extend(marks)
+        return fig
+    return add_spanning_lines(fig, marks)
+
+
+def _reference_lines(family: dict, where: dict, *, theta, ecl: bool, knee: bool) -> list[dict]:
+    """The θ line, and the family's ECL and knee markers when asked for."""
+    lines = []
     if theta is not None:
         lines.append(
             {
@@ -145,11 +125,51 @@ def add_decline_curve(
                 **where,
             }
         )
-    if mark_ecl and family.get("ecl_tokens"):
-        lines.append(_mark("ecl", family["ecl_tokens"], where))
-    if mark_knee and family.get("knee_tokens"):
-        lines.append(_mark("knee", family["knee_tokens"], where))
-    return fig if collect else add_spanning_lines(fig, lines)
+    wanted = {"ecl": ecl, "knee": knee}
+    lines.extend(
+        _mark(kind, family[f"{kind}_tokens"], where)
+        for kind in ("ecl", "knee")
+        if wanted[kind] and family.get(f"{kind}_tokens")
+    )
+    return lines
+
+
+def _band_trace(points: list[dict], xs: list[float], *, color, group, name) -> go.Scatter:
+    """The interval band of a curve: its upper bounds, then its lower ones backwards."""
+    return go.Scatter(
+        x=xs + xs[::-1],
+        y=[s["ci"][1] for s in points] + [s["ci"][0] for s in points][::-1],
+        fill="toself",
+        mode="lines",
+        fillcolor=_rgba(color, 0.15),
+        line={"width": 0},
+        hoverinfo="skip",
+        showlegend=False,
+        legendgroup=group,
+        name=f"{name} interval",
+    )
+
+
+def _accuracy_trace(
+    points: list[dict], xs: list[float], *, color, dash, group, name, show_legend
+) -> go.Scatter:
+    return go.Scatter(
+        x=xs,
+        y=[s["accuracy"] for s in points],
+        mode="lines+markers",
+        line={"color": color, "dash": dash, "width": 2},
+        marker={"size": 7},
+        name=name,
+        legendgroup=group,
+        showlegend=show_legend,
+        customdata=[
+            [numfmt.tokens(s["tokens"]), s["ci"][0], s["ci"][1], s.get("tasks")] for s in points
+        ],
+        hovertemplate=(
+            "%{customdata[0]}: %{y:.1%} [%{customdata[1]:.1%}, %{customdata[2]:.1%}]"
+            "<br>n = %{customdata[3]} tasks<extra>" + name + "</extra>"
+        ),
+    )
 
 
 def _mark(kind: str, tokens: int, where: dict, *, annotate: bool = True) -> dict:
@@ -173,6 +193,19 @@ def _mark(kind: str, tokens: int, where: dict, *, annotate: bool = True) -> dict
 def _grid(count: int) -> tuple[int, int]:
     cols = 1 if count == 1 else 2 if count in (2, 4) else 3
     return math.ceil(count / cols), cols
+
+
+def _family_marks(family: dict, where: dict, *, limit, weakest) -> list[dict]:
+    """A family panel's ECL, knee and saturation lines, and the proposed limit (labelled on
+    the weakest family's panel only)."""
+    marks = [
+        _mark(kind, family[f"{kind}_tokens"], where, annotate=kind != "saturation")
+        for kind in ("ecl", "knee", "saturation")
+        if family.get(f"{kind}_tokens")
+    ]
+    if limit:
+        marks.append(_mark("limit", limit, where, annotate=family["family"] == weakest))
+    return marks
 
 
 def decline_figure(result: dict, *, previous: dict | None = None) -> dict:
@@ -217,16 +250,7 @@ def decline_figure(result: dict, *, previous: dict | None = None) -> dict:
             lines=markers,
             **where,
         )
-        if family.get("ecl_tokens"):
-            markers.append(_mark("ecl", family["ecl_tokens"], where))
-        if family.get("knee_tokens"):
-            markers.append(_mark("knee", family["knee_tokens"], where))
-        if family.get("saturation_tokens"):
-            markers.append(_mark("saturation", family["saturation_tokens"], where, annotate=False))
-        if limit:
-            markers.append(
-                _mark("limit", limit, where, annotate=family["family"] == result["weakest_family"])
-            )
+        markers.extend(_family_marks(family, where, limit=limit, weakest=result["weakest_family"]))
     axis = stratum_axis(result["strata"]) if result["strata"] else {}
     for index in range(len(families)):
         fig.update_xaxes(
@@ -253,6 +277,30 @@ OUTCOMES = [
 ]
 
 
+def _outcome_trace(
+    family: dict, points: list[dict], key: str, ci_key: str, colour: str, *, show_legend: bool
+) -> go.Scatter:
+    """One family's line in one outcome panel, with its interval as error bars."""
+    return go.Scatter(
+        x=[_x(s["tokens"]) for s in points],
+        y=[s[key] for s in points],
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": [(s[ci_key][1] or s[key]) - s[key] for s in points],
+            "arrayminus": [s[key] - (s[ci_key][0] or s[key]) for s in points],
+            "thickness": 1,
+            "width": 3,
+        },
+        mode="lines+markers",
+        line={"color": colour},
+        name=chart_text(family["family"]),
+        legendgroup=family["family"],
+        showlegend=show_legend,
+        hovertemplate="%{y:.3~g}<extra>%{fullData.name}</extra>",
+    )
+
+
 def outcomes_figure(result: dict) -> dict:
     """The four outcomes as separate panels, one line per family, never merged."""
     fig = make_subplots(
@@ -266,36 +314,45 @@ def outcomes_figure(result: dict) -> dict:
         colour = PALETTE[f_index % len(PALETTE)]
         for o_index, (key, ci_key, _) in enumerate(OUTCOMES):
             points = [s for s in family["strata"] if s.get(key) is not None]
-            if not points:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=[_x(s["tokens"]) for s in points],
-                    y=[s[key] for s in points],
-                    error_y={
-                        "type": "data",
-                        "symmetric": False,
-                        "array": [(s[ci_key][1] or s[key]) - s[key] for s in points],
-                        "arrayminus": [s[key] - (s[ci_key][0] or s[key]) for s in points],
-                        "thickness": 1,
-                        "width": 3,
-                    },
-                    mode="lines+markers",
-                    line={"color": colour},
-                    name=chart_text(family["family"]),
-                    legendgroup=family["family"],
-                    showlegend=o_index == 0,
-                    hovertemplate="%{y:.3~g}<extra>%{fullData.name}</extra>",
-                ),
-                row=o_index // 2 + 1,
-                col=o_index % 2 + 1,
-            )
+            if points:
+                fig.add_trace(
+                    _outcome_trace(family, points, key, ci_key, colour, show_legend=o_index == 0),
+                    row=o_index // 2 + 1,
+                    col=o_index % 2 + 1,
+                )
     axis = stratum_axis(result["strata"]) if result["strata"] else {}
     fig.update_xaxes(**{k: v for k, v in axis.items() if k != "title"})
     for index in range(3):
         fig.update_yaxes(range=[0, 1.04], tickformat=".0%", row=index // 2 + 1, col=index % 2 + 1)
     fig.update_layout(**base_layout(height=620, legend={"orientation": "h", "y": -0.12}))
     return figure_dict(fig)
+
+
+def _tokens_trace(family: dict, colour: str) -> go.Scatter:
+    points = [s for s in family["strata"] if s.get("input_tokens") is not None]
+    return go.Scatter(
+        x=[_x(s["tokens"]) for s in points],
+        y=[s["input_tokens"] + (s.get("output_tokens") or 0) for s in points],
+        mode="lines+markers",
+        line={"color": colour},
+        name=chart_text(family["family"]),
+        legendgroup=family["family"],
+        hovertemplate="%{y:,.0f} tokens<extra>%{fullData.name}</extra>",
+    )
+
+
+def _cost_trace(family: dict, colour: str) -> go.Scatter:
+    costed = [s for s in family["strata"] if s.get("cost_per_success") is not None]
+    return go.Scatter(
+        x=[_x(s["tokens"]) for s in costed],
+        y=[s["cost_per_success"] for s in costed],
+        mode="lines+markers",
+        line={"color": colour},
+        name=chart_text(family["family"]),
+        legendgroup=family["family"],
+        showlegend=False,
+        hovertemplate="$%{y:.4f} per success<extra>%{fullData.name}</extra>",
+    )
 
 
 def cost_figure(result: dict) -> dict:
@@ -309,36 +366,9 @@ def cost_figure(result: dict) -> dict:
     fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.1)
     for index, family in enumerate(result["families"]):
         colour = PALETTE[index % len(PALETTE)]
-        points = [s for s in family["strata"] if s.get("input_tokens") is not None]
-        fig.add_trace(
-            go.Scatter(
-                x=[_x(s["tokens"]) for s in points],
-                y=[s["input_tokens"] + (s.get("output_tokens") or 0) for s in points],
-                mode="lines+markers",
-                line={"color": colour},
-                name=chart_text(family["family"]),
-                legendgroup=family["family"],
-                hovertemplate="%{y:,.0f} tokens<extra>%{fullData.name}</extra>",
-            ),
-            row=1,
-            col=1,
-        )
+        fig.add_trace(_tokens_trace(family, colour), row=1, col=1)
         if has_cost:
-            costed = [s for s in family["strata"] if s.get("cost_per_success") is not None]
-            fig.add_trace(
-                go.Scatter(
-                    x=[_x(s["tokens"]) for s in costed],
-                    y=[s["cost_per_success"] for s in costed],
-                    mode="lines+markers",
-                    line={"color": colour},
-                    name=chart_text(family["family"]),
-                    legendgroup=family["family"],
-                    showlegend=False,
-                    hovertemplate="$%{y:.4f} per success<extra>%{fullData.name}</extra>",
-                ),
-                row=1,
-                col=2,
-            )
+            fig.add_trace(_cost_trace(family, colour), row=1, col=2)
     axis = stratum_axis(result["strata"]) if result["strata"] else {}
     fig.update_xaxes(**axis)
     fig.update_yaxes(rangemode="tozero")

@@ -1,9 +1,11 @@
 """Page forms: spec settings, Markdown import, review decisions, the version editor, the builder.
 
-The version editor and the restart-package builder hold repeated rows (items with nested
-alternatives; verifications; discrepancies) whose count changes in the browser, so they are
-read from indexed field names (`items-3-key`, `items-3-alt-1-text`) rather than formsets,
-which do not nest. Validation is the same pure `check_items` the API uses.
+The version editor holds items with nested alternatives whose count changes in the browser,
+so it reads indexed field names (`items-3-key`, `items-3-alt-1-text`): formsets do not nest.
+Validation is the same pure `check_items` the API uses. The restart-package builder's flat
+rows (verifications, discrepancies) are formsets of `VerificationRowForm` and
+`DiscrepancyRowForm`; the page adds and removes rows without a management form, so
+`row_formset` numbers the rows sent and writes it.
 """
 
 from __future__ import annotations
@@ -425,21 +427,17 @@ class PackageForm(forms.Form):
             data[name] = _lines(data.get(name, ""))
         return data
 
-    # Repeated rows are read from the raw POST (and files), like the version editor.
+    # The repeated rows are Django formsets, numbered as the page numbers them.
     def read_rows(self, data, files) -> bool:
         """Fill the verification and discrepancy rows; True when every row is valid.
 
         A row left entirely empty is dropped."""
-        self.verification_rows = [
-            row
-            for index in _indices(data, "verifications", "command")
-            if (row := _verification_row(data, files, index)) is not None
-        ]
-        self.discrepancy_rows = [
-            row
-            for index in _indices(data, "discrepancies", "claim")
-            if (row := _discrepancy_row(data, index)) is not None
-        ]
+        verifications = row_formset(VerificationFormSet, data, files, "verifications", "command")
+        discrepancies = row_formset(DiscrepancyFormSet, data, files, "discrepancies", "claim")
+        verifications.is_valid()
+        discrepancies.is_valid()
+        self.verification_rows = [form.row() for form in verifications if form.has_changed()]
+        self.discrepancy_rows = [form.row() for form in discrepancies if form.has_changed()]
         return not any(row["errors"] for row in self.verification_rows + self.discrepancy_rows)
 
     def verifications(self) -> list[VerificationInput]:
@@ -462,61 +460,141 @@ class PackageForm(forms.Form):
         ]
 
 
-def _verification_row(data, files, index: int) -> dict | None:
-    prefix = f"verifications-{index}-"
-    row = {
-        "index": index,
-        "command": data.get(prefix + "command", "").strip(),
-        "exit_status": data.get(prefix + "exit_status", "").strip(),
-        "commit": data.get(prefix + "commit", "").strip(),
-        "output": data.get(prefix + "output", ""),
-        "errors": {},
-    }
-    upload = files.get(prefix + "output_file")
-    if upload is not None:
+class VerificationRowForm(forms.Form):
+    """One verification of the builder: the command, its exit status, the commit it ran
+    against and its raw output, typed or uploaded (UTF-8, up to MAX_OUTPUT_BYTES)."""
+
+    command = forms.CharField(required=False)
+    exit_status = forms.CharField(required=False)  # shown again as typed when it is not a number
+    commit = forms.CharField(required=False)  # checked even when empty: see clean_commit
+    output = forms.CharField(required=False, strip=False, validators=[validate_output_size])
+    output_file = forms.FileField(required=False, allow_empty_file=True)
+
+    def _upload_text(self) -> tuple[bytes | None, str | None]:
+        """The uploaded output's bytes (read up to one past the limit) and its text, if UTF-8."""
+        upload = self.files.get(self.add_prefix("output_file"))
+        if upload is None:
+            return None, None
+        upload.seek(0)
         raw = upload.read(MAX_OUTPUT_BYTES + 1)
         try:
-            row["output"] = raw.decode("utf-8")
+            return raw, raw.decode("utf-8")
         except UnicodeDecodeError:
-            row["errors"]["output"] = ["The file is not UTF-8 text."]
-        row["errors"] |= _field_errors("output", validate_output_size, raw)
-    if not any([row["command"], row["exit_status"], row["output"].strip()]):
-        return None
-    if not row["command"]:
-        row["errors"]["command"] = ["Give the command that ran."]
-    try:
-        row["exit_status_value"] = int(row["exit_status"])
-    except ValueError:
-        row["errors"]["exit_status"] = ["Give the exit status as a whole number, e.g. 0 or 1."]
-    if commit_errors := _field_errors("commit", validate_commit, row["commit"]):
-        row["errors"]["commit"] = [
-            " ".join([*commit_errors["commit"], "The commit the command ran against."])
-        ]
-    if "output" not in row["errors"]:
-        row["errors"] |= _field_errors("output", validate_output_size, row["output"])
-    return row
+            return raw, None
+
+    def output_text(self) -> str:
+        """The uploaded text when there is a UTF-8 upload, else the typed output."""
+        _raw, text = self._upload_text()
+        return text if text is not None else (self["output"].value() or "")
+
+    def has_changed(self) -> bool:
+        """A row counts once it has a command, an exit status or output: the commit alone is
+        filled in by the page."""
+        return bool(
+            (self["command"].value() or "").strip()
+            or (self["exit_status"].value() or "").strip()
+            or self.output_text().strip()
+        )
+
+    def clean_command(self) -> str:
+        if not self.cleaned_data["command"]:
+            raise ValidationError("Give the command that ran.")
+        return self.cleaned_data["command"]
+
+    def clean_exit_status(self) -> int:
+        try:
+            return int(self.cleaned_data["exit_status"])
+        except ValueError:
+            raise ValidationError("Give the exit status as a whole number, e.g. 0 or 1.") from None
+
+    def clean_commit(self) -> str:
+        commit = self.cleaned_data["commit"]
+        if errors := _field_errors("commit", validate_commit, commit):
+            raise ValidationError(
+                " ".join([*errors["commit"], "The commit the command ran against."])
+            )
+        return commit
+
+    def clean(self):
+        data = super().clean()
+        raw, text = self._upload_text()
+        if raw is not None:  # the upload replaces the typed output
+            errors = _field_errors("output", validate_output_size, raw).get("output")
+            if errors is None and text is None:
+                errors = ["The file is not UTF-8 text."]
+            if errors is None:
+                errors = _field_errors("output", validate_output_size, text).get("output")
+            self._errors.pop("output", None)
+            if errors:
+                self._errors["output"] = self.error_class(errors)
+        return data
+
+    def row(self) -> dict:
+        """The row as the page shows it again: what was typed (or uploaded), and the errors."""
+        data = self.cleaned_data if self.is_bound else {}
+        return {
+            "index": int(self.prefix.rsplit("-", 1)[1]),
+            "command": (self["command"].value() or "").strip(),
+            "exit_status": (self["exit_status"].value() or "").strip(),
+            "commit": (self["commit"].value() or "").strip(),
+            "output": self.output_text(),
+            "exit_status_value": data.get("exit_status"),
+            "errors": {name: list(errors) for name, errors in self.errors.items()},
+        }
 
 
-def _discrepancy_row(data, index: int) -> dict | None:
-    prefix = f"discrepancies-{index}-"
-    row = {
-        "index": index,
-        "claim": data.get(prefix + "claim", ""),
-        "source": data.get(prefix + "source", ""),
-        "repository_state": data.get(prefix + "repository_state", ""),
-        "errors": {},
-    }
-    if not any(value.strip() for value in (row["claim"], row["source"], row["repository_state"])):
-        return None
-    if not row["claim"].strip():
-        row["errors"]["claim"] = ["What did the earlier summary claim?"]
-    if not row["repository_state"].strip():
-        row["errors"]["repository_state"] = ["What does the repository show? It wins."]
-    return row
+class DiscrepancyRowForm(forms.Form):
+    """One discrepancy: what an earlier summary claimed, by whom, and what the repository
+    shows (which wins)."""
+
+    claim = forms.CharField(required=False, strip=False)
+    source = forms.CharField(required=False, strip=False)
+    repository_state = forms.CharField(required=False, strip=False)
+
+    def has_changed(self) -> bool:
+        return any((self[name].value() or "").strip() for name in self.fields)
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("claim", "").strip():
+            self.add_error("claim", "What did the earlier summary claim?")
+        if not data.get("repository_state", "").strip():
+            self.add_error("repository_state", "What does the repository show? It wins.")
+        return data
+
+    def row(self) -> dict:
+        return {
+            "index": int(self.prefix.rsplit("-", 1)[1]),
+            **{name: self[name].value() or "" for name in self.fields},
+            "errors": {name: list(errors) for name, errors in self.errors.items()},
+        }
+
+
+VerificationFormSet = forms.formset_factory(VerificationRowForm, extra=0)
+DiscrepancyFormSet = forms.formset_factory(DiscrepancyRowForm, extra=0)
+
+
+def row_formset(formset_class, data, files, prefix: str, key_field: str):
+    """A formset of the rows the page sent. The page adds and removes rows without a
+    management form, so the rows present (found by `key_field`) are numbered 0, 1, … here
+    and the management form is written for them."""
+    indices = _indices(data, prefix, key_field)
+    names = list(formset_class.form.base_fields)
+    bound, bound_files = {}, {}
+    for new, old in enumerate(indices):
+        for name in names:
+            source = f"{prefix}-{old}-{name}"
+            if source in data:
+                bound[f"{prefix}-{new}-{name}"] = data.get(source)
+            if files is not None and source in files:
+                bound_files[f"{prefix}-{new}-{name}"] = files.get(source)
+    bound[f"{prefix}-TOTAL_FORMS"] = str(len(indices))
+    bound[f"{prefix}-INITIAL_FORMS"] = "0"
+    return formset_class(bound, bound_files, prefix=prefix)
 
 
 def _field_errors(name: str, validator, value) -> dict[str, list[str]]:
-    """A model-field validator run on one repeated-row value: {name: messages} or {}."""
+    """A model-field validator run on one value: {name: messages} or {}."""
     try:
         validator(value)
     except ValidationError as exc:

@@ -115,12 +115,10 @@ def scan(
             buf += chunk
         if not buf:
             break
-        forced = False
-        cut = len(buf) if eof else buf.rfind(b"\n") + 1
-        if cut == 0:
-            if len(buf) < MAX_LINE:
-                continue
-            cut, forced = len(buf), True
+        cut = _block_end(buf, eof)
+        if cut is None:
+            continue
+        cut, forced = cut
         block = buf[:cut]
         counted_to = 0
         for start, end in matcher.spans(block, deadline):
@@ -130,11 +128,7 @@ def scan(
                 return ScanResult(hits, True, offset + start)
             line += block.count(b"\n", counted_to, start)
             counted_to = start
-            newline_before = block.rfind(b"\n", 0, start)
-            hit_line_start = offset + newline_before + 1 if newline_before != -1 else line_start
-            newline_after = block.find(b"\n", max(start, end - 1))
-            hit_line_end = offset + (newline_after + 1 if newline_after != -1 else len(block))
-            hits.append(Hit(line, offset + start, offset + end, hit_line_start, hit_line_end))
+            hits.append(_hit(block, offset, start, end, line=line, line_start=line_start))
             reported_to = offset + end
         # A forced cut falls inside one long line: keep enough of its end to find a match
         # that straddles the cut. Such a block has no newline, so line state is unchanged.
@@ -148,3 +142,26 @@ def scan(
         if eof and not forced:
             break
     return ScanResult(hits, False, size)
+
+
+def _block_end(buf: bytes, eof: bool) -> tuple[int, bool] | None:
+    """Where to cut `buf` into a block of whole lines, and whether the cut is forced inside
+    one long line; None to read more first."""
+    if eof:
+        return len(buf), False
+    cut = buf.rfind(b"\n") + 1
+    if cut:
+        return cut, False
+    if len(buf) < MAX_LINE:
+        return None
+    return len(buf), True
+
+
+def _hit(block: bytes, offset: int, start: int, end: int, *, line: int, line_start: int) -> Hit:
+    """The match at block[start:end] (the block starts at `offset`), with its line's bounds;
+    `line_start` is where the line holding block[0] starts."""
+    newline_before = block.rfind(b"\n", 0, start)
+    hit_line_start = offset + newline_before + 1 if newline_before != -1 else line_start
+    newline_after = block.find(b"\n", max(start, end - 1))
+    hit_line_end = offset + (newline_after + 1 if newline_after != -1 else len(block))
+    return Hit(line, offset + start, offset + end, hit_line_start, hit_line_end)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from artifacts.content.redaction import (
@@ -12,7 +11,7 @@ from artifacts.content.redaction import (
 )
 from artifacts.models import ArtifactPolicy
 from governance.models import Workspace
-from governance.services import InputError, audit_record
+from governance.services import InputError, audit_record, full_clean
 
 
 def artifact_policy_for(*, workspace: Workspace) -> ArtifactPolicy:
@@ -54,7 +53,7 @@ def artifact_policy_update(*, workspace: Workspace, actor, **changes) -> Artifac
             setattr(policy, name, value)
         _validate_rules(policy)
         policy.updated_by = actor if getattr(actor, "pk", None) else None
-        policy.full_clean()
+        full_clean(policy, validate_constraints=True)
         policy.save()
         changed = {
             name: {"from": before[name], "to": getattr(policy, name)}
@@ -75,17 +74,17 @@ def artifact_policy_update(*, workspace: Workspace, actor, **changes) -> Artifac
 def _validate_rules(policy: ArtifactPolicy) -> None:
     disabled = policy.disabled_rules or []
     if not isinstance(disabled, list) or any(name not in DEFAULT_RULE_NAMES for name in disabled):
-        raise ValidationError(
+        raise InputError.for_fields(
             {"disabled_rules": f"name built-in rules only: {', '.join(DEFAULT_RULE_NAMES)}"}
         )
     seen = set()
     for rule in policy.custom_rules or []:
         if not isinstance(rule, dict) or not {"name", "pattern"} <= set(rule):
-            raise ValidationError({"custom_rules": "each rule needs a name and a pattern"})
+            raise InputError.for_fields({"custom_rules": "each rule needs a name and a pattern"})
         if rule["name"] in seen:
-            raise ValidationError({"custom_rules": f"{rule['name']}: the name is used twice"})
+            raise InputError.for_fields({"custom_rules": f"{rule['name']}: the name is used twice"})
         seen.add(rule["name"])
         try:
             validate_custom_rule(rule["name"], rule["pattern"])
         except RedactionPatternError as exc:
-            raise ValidationError({"custom_rules": str(exc)}) from None
+            raise InputError.for_fields({"custom_rules": str(exc)}) from None

@@ -212,25 +212,7 @@ def artifact_search(
 ) -> SearchResult:
     """Matches with their 1-based lines, each with an excerpt of `context` lines around it."""
     policy = artifact_policy_for(workspace=artifact.workspace)
-    max_matches = policy.max_search_matches if max_matches is None else max_matches
-    if max_matches < 1:
-        raise InputError("max_matches: must be at least 1")
-    if max_matches > policy.max_search_matches:
-        raise ReadLimitExceeded(
-            f"max_matches={max_matches:,} is over this workspace's max_search_matches limit "
-            f"({policy.max_search_matches:,})",
-            limit="max_search_matches",
-            allowed=policy.max_search_matches,
-        )
-    if context < 0:
-        raise InputError("context: must be 0 or more")
-    if context > policy.max_search_context:
-        raise ReadLimitExceeded(
-            f"context={context:,} is over this workspace's max_search_context limit "
-            f"({policy.max_search_context:,})",
-            limit="max_search_context",
-            allowed=policy.max_search_context,
-        )
+    max_matches = _search_bounds(policy, max_matches=max_matches, context=context)
     try:
         matcher = Matcher(
             q,
@@ -280,17 +262,41 @@ def artifact_search(
     params |= {"regex": True} if is_regex else {}
     params |= {"ignore_case": True} if ignore_case else {}
     params |= {"context": context} if context else {}
-    params |= {"max_matches": max_matches, "matches": len(matches)}
     _log(
         artifact,
         reader,
         ArtifactReadMode.SEARCH,
-        params,
+        params | {"max_matches": max_matches, "matches": len(matches)},
         spans,
         min((m.excerpt.start_line for m in matches), default=None),
         max((m.excerpt.end_line for m in matches), default=None),
     )
     return SearchResult(matches, stopped_by is not None, stopped_by, used)
+
+
+def _search_bounds(policy, *, max_matches: int | None, context: int) -> int:
+    """The number of matches to find (the policy's limit by default), within the policy's
+    limits on matches and on context lines."""
+    max_matches = policy.max_search_matches if max_matches is None else max_matches
+    if max_matches < 1:
+        raise InputError("max_matches: must be at least 1")
+    if max_matches > policy.max_search_matches:
+        raise ReadLimitExceeded(
+            f"max_matches={max_matches:,} is over this workspace's max_search_matches limit "
+            f"({policy.max_search_matches:,})",
+            limit="max_search_matches",
+            allowed=policy.max_search_matches,
+        )
+    if context < 0:
+        raise InputError("context: must be 0 or more")
+    if context > policy.max_search_context:
+        raise ReadLimitExceeded(
+            f"context={context:,} is over this workspace's max_search_context limit "
+            f"({policy.max_search_context:,})",
+            limit="max_search_context",
+            allowed=policy.max_search_context,
+        )
+    return max_matches
 
 
 def artifact_open_content(*, artifact: Artifact, reader: Reader) -> BinaryIO:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
-from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -22,6 +21,7 @@ from artifacts.models import Artifact, ArtifactPolicy, ArtifactState, ArtifactWr
 from artifacts.services.policy import artifact_policy_for
 from artifacts.services.retention import _mark_gone
 from artifacts.storage import StagedBlob, storage_name_for
+from governance.errors import Forbidden
 from governance.models import ApiToken, Workspace
 from governance.services import InputError, audit_record
 
@@ -54,6 +54,17 @@ class WriteMetadata:
     finished_at: datetime | None = None
 
     def validate(self) -> None:
+        """Each field's rule, in field order; the first broken one raises `InputError`."""
+        self._validate_ids()
+        self._validate_command()
+        if self.exit_status is not None and not (
+            EXIT_STATUS_RANGE[0] <= self.exit_status <= EXIT_STATUS_RANGE[1]
+        ):
+            raise InputError("exit_status: must fit in a signed 32-bit integer")
+        self._validate_dropped()
+        self._validate_times()
+
+    def _validate_ids(self) -> None:
         for name in ("run_id", "tool_call_id"):
             value = getattr(self, name)
             if len(value) > MAX_ID:
@@ -62,14 +73,15 @@ class WriteMetadata:
                 raise InputError(f"{name}: control characters are not allowed")
         if not self.run_id.strip():
             raise InputError("run_id: required; name the run this output belongs to")
+
+    def _validate_command(self) -> None:
         if not self.command.strip():
             raise InputError("command: required; name the command or tool that produced it")
         if len(self.command) > MAX_COMMAND:
             raise InputError(f"command: at most {MAX_COMMAND} characters")
-        if self.exit_status is not None and not (
-            EXIT_STATUS_RANGE[0] <= self.exit_status <= EXIT_STATUS_RANGE[1]
-        ):
-            raise InputError("exit_status: must fit in a signed 32-bit integer")
+
+    def _validate_dropped(self) -> None:
+        """What was dropped is given only for truncated output, and is never negative."""
         if self.complete and (self.dropped_bytes is not None or self.dropped_lines is not None):
             raise InputError(
                 "dropped_bytes/dropped_lines: only for truncated output (complete=false)"
@@ -78,6 +90,8 @@ class WriteMetadata:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise InputError(f"{name}: must be 0 or more")
+
+    def _validate_times(self) -> None:
         for name in ("started_at", "finished_at"):
             value = getattr(self, name)
             if value is not None and timezone.is_naive(value):
@@ -95,7 +109,7 @@ class StoredArtifact:
 def check_run_scope(*, token: ApiToken | None, run_id: str) -> None:
     """A run-scoped token writes and reads only its own run."""
     if token is not None and token.run_id and token.run_id != run_id:
-        raise PermissionDenied(
+        raise Forbidden(
             f"This token is scoped to run {token.run_id!r}; it cannot write to run {run_id!r}."
         )
 

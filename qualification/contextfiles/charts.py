@@ -15,6 +15,50 @@ VERDICT_COLOURS = {
 }
 
 
+def _difference_trace(rows, labels, pp, ci95, ci90, colours) -> go.Scatter:
+    """Each arm's difference (a diamond in its verdict's colour) with its 95% interval as
+    error bars; the hover gives both intervals."""
+    lo95, hi95 = ci95
+    lo90, hi90 = ci90
+    return go.Scatter(
+        x=pp,
+        y=labels,
+        mode="markers",
+        marker={"size": 11, "color": colours, "symbol": "diamond"},
+        error_x={
+            "type": "data",
+            "symmetric": False,
+            "array": [h - p for h, p in zip(hi95, pp, strict=True)],
+            "arrayminus": [p - low for p, low in zip(pp, lo95, strict=True)],
+            "thickness": 1.5,
+            "width": 6,
+            "color": "#4b5563",
+        },
+        name="difference, 95% CI",
+        customdata=[
+            [a.comparison.verdict.value, lo95[i], hi95[i], lo90[i], hi90[i]]
+            for i, a in enumerate(rows)
+        ],
+        hovertemplate="%{y}<br>difference %{x:+.1f} pp<br>95% CI %{customdata[1]:+.1f} to "
+        "%{customdata[2]:+.1f}<br>90% CI %{customdata[3]:+.1f} to %{customdata[4]:+.1f}"
+        "<br>verdict: %{customdata[0]}<extra></extra>",
+    )
+
+
+def _ci90_bar(label: str, low: float, high: float, colour: str, *, first: bool) -> go.Scatter:
+    """The thick bar of an arm's 90% interval (the TOST test's)."""
+    return go.Scatter(
+        x=[low, high],
+        y=[label, label],
+        mode="lines",
+        line={"width": 6, "color": colour},
+        opacity=0.45,
+        name="90% CI (TOST)",
+        showlegend=first,
+        hoverinfo="skip",
+    )
+
+
 def forest_plot(results: EvaluationResults) -> dict | None:
     """Each arm's difference from the baseline with 95% (thin) and 90% (thick) intervals,
     the ±Δ equivalence band, zero, and the decision threshold δ."""
@@ -33,44 +77,9 @@ def forest_plot(results: EvaluationResults) -> dict | None:
     colours = [VERDICT_COLOURS[a.comparison.verdict.value] for a in rows]
     margin, delta = 100 * results.margin, 100 * results.delta
     figure = go.Figure()
-    figure.add_trace(
-        go.Scatter(
-            x=pp,
-            y=labels,
-            mode="markers",
-            marker={"size": 11, "color": colours, "symbol": "diamond"},
-            error_x={
-                "type": "data",
-                "symmetric": False,
-                "array": [h - p for h, p in zip(hi95, pp, strict=True)],
-                "arrayminus": [p - low for p, low in zip(pp, lo95, strict=True)],
-                "thickness": 1.5,
-                "width": 6,
-                "color": "#4b5563",
-            },
-            name="difference, 95% CI",
-            customdata=[
-                [a.comparison.verdict.value, lo95[i], hi95[i], lo90[i], hi90[i]]
-                for i, a in enumerate(rows)
-            ],
-            hovertemplate="%{y}<br>difference %{x:+.1f} pp<br>95% CI %{customdata[1]:+.1f} to "
-            "%{customdata[2]:+.1f}<br>90% CI %{customdata[3]:+.1f} to %{customdata[4]:+.1f}"
-            "<br>verdict: %{customdata[0]}<extra></extra>",
-        )
-    )
+    figure.add_trace(_difference_trace(rows, labels, pp, (lo95, hi95), (lo90, hi90), colours))
     for i, label in enumerate(labels):
-        figure.add_trace(
-            go.Scatter(
-                x=[lo90[i], hi90[i]],
-                y=[label, label],
-                mode="lines",
-                line={"width": 6, "color": colours[i]},
-                opacity=0.45,
-                name="90% CI (TOST)",
-                showlegend=i == 0,
-                hoverinfo="skip",
-            )
-        )
+        figure.add_trace(_ci90_bar(label, lo90[i], hi90[i], colours[i], first=i == 0))
     span = max([margin * 1.4, abs(delta) * 1.4] + [abs(v) * 1.1 for v in lo95 + hi95])
     layout = base_layout(
         height=max(320, 110 + 80 * len(rows)),

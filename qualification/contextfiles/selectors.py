@@ -16,6 +16,7 @@ from qualification.contextfiles.analysis.evaluation import (
     TrialRecord,
     analyse_evaluation,
 )
+from qualification.contextfiles.analysis.parsing import CATEGORY_LABELS, Category
 from qualification.contextfiles.formats.listing import Listing
 from qualification.contextfiles.models import (
     CommandVerification,
@@ -145,6 +146,40 @@ def revision_diff(
     new_rows = list(new.instructions.order_by("position"))
     summary = diff_instructions([i.text for i in old_rows], [i.text for i in new_rows])
     return summary, old_rows, new_rows
+
+
+def category_counts(instructions) -> list[dict]:
+    """Instructions and tokens of each category present, in the categories' order."""
+    counts = []
+    for category in Category:
+        members = [i for i in instructions if i.category == category.value]
+        if members:
+            counts.append(
+                {"value": category.value, "label": CATEGORY_LABELS[category],
+                 "count": len(members), "tokens": sum(i.token_estimate for i in members)}
+            )  # fmt: skip
+    return counts
+
+
+def revision_changes(*, revision: ContextFileRevision) -> dict | None:
+    """The edits from the previous revision, each with its old and new instruction, for the
+    page; None for a first revision."""
+    if not revision.previous_id:
+        return None
+    summary, old_rows, new_rows = revision_diff(old=revision.previous, new=revision)
+    return {
+        "summary": summary,
+        "changes": [
+            {
+                "kind": c.kind.value,
+                "old": old_rows[c.old_index] if c.old_index is not None else None,
+                "new": new_rows[c.new_index] if c.new_index is not None else None,
+                "segments": c.segments,
+                "similarity": c.similarity,
+            }
+            for c in summary.edits
+        ],
+    }
 
 
 def latest_drift_check(*, revision: ContextFileRevision) -> DriftCheck | None:

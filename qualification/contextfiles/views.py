@@ -18,7 +18,6 @@ from governance.views import WorkspaceTemplateView
 from qualification.analysis.paired import PairedTable
 from qualification.contextfiles import forms, selectors, services
 from qualification.contextfiles.analysis.evaluation import bare_table_summary
-from qualification.contextfiles.analysis.parsing import CATEGORY_LABELS, Category
 from qualification.contextfiles.charts import forest_plot
 from qualification.contextfiles.models import Evaluation
 
@@ -104,6 +103,18 @@ def _source_blocks(revision, instructions):
     return blocks
 
 
+def _filtered_rows(rows: list[dict], filter_form) -> list[dict]:
+    """The ledger rows the filter form keeps: of one category, or flagged for review."""
+    if not filter_form.is_valid():
+        return rows
+    category = filter_form.cleaned_data.get("category")
+    if category:
+        rows = [r for r in rows if r["instruction"].category == category]
+    if filter_form.cleaned_data.get("flagged"):
+        rows = [r for r in rows if set(r["flags"]) - {"never reviewed"}]
+    return rows
+
+
 class FileDetailView(WorkspaceTemplateView):
     template_name = "contextfiles/file_detail.html"
     regions = {"flag_summary", "drift"}
@@ -122,42 +133,10 @@ class FileDetailView(WorkspaceTemplateView):
         )
         latest = selectors.latest_revision(context_file=context_file)
         filter_form = forms.LedgerFilterForm(self.request.GET or None)
-        rows = selectors.ledger_rows(revision=revision)
-        all_rows = rows
-        if filter_form.is_valid():
-            category = filter_form.cleaned_data.get("category")
-            if category:
-                rows = [r for r in rows if r["instruction"].category == category]
-            if filter_form.cleaned_data.get("flagged"):
-                rows = [r for r in rows if set(r["flags"]) - {"never reviewed"}]
+        all_rows = selectors.ledger_rows(revision=revision)
+        rows = _filtered_rows(all_rows, filter_form)
         instructions = [r["instruction"] for r in all_rows]
         check = selectors.latest_drift_check(revision=revision)
-        diff = None
-        if revision.previous_id:
-            summary, old_rows, new_rows = selectors.revision_diff(
-                old=revision.previous, new=revision
-            )
-            diff = {
-                "summary": summary,
-                "changes": [
-                    {
-                        "kind": c.kind.value,
-                        "old": old_rows[c.old_index] if c.old_index is not None else None,
-                        "new": new_rows[c.new_index] if c.new_index is not None else None,
-                        "segments": c.segments,
-                        "similarity": c.similarity,
-                    }
-                    for c in summary.edits
-                ],
-            }
-        category_counts = []
-        for category in Category:
-            members = [i for i in instructions if i.category == category.value]
-            if members:
-                category_counts.append(
-                    {"value": category.value, "label": CATEGORY_LABELS[category],
-                     "count": len(members), "tokens": sum(i.token_estimate for i in members)}
-                )  # fmt: skip
         listings = selectors.listings_for(workspace=self.workspace)
         return super().get_context_data(
             file=context_file,
@@ -170,7 +149,7 @@ class FileDetailView(WorkspaceTemplateView):
             row_total=len(all_rows),
             flagged=sum(1 for r in all_rows if set(r["flags"]) - {"never reviewed"}),
             filter_form=filter_form,
-            category_counts=category_counts,
+            category_counts=selectors.category_counts(instructions),
             check=check,
             findings=check.findings.select_related("instruction").all() if check else [],
             commands=selectors.command_rows(check=check, context_file=context_file),
@@ -183,7 +162,7 @@ class FileDetailView(WorkspaceTemplateView):
                 },
             ),
             verify_form=forms.VerificationForm(),
-            diff=diff,
+            diff=selectors.revision_changes(revision=revision),
             evaluations=context_file.evaluations.order_by("-created_at"),
             today=timezone.localdate(),
             **kwargs,

@@ -7,7 +7,7 @@ import hashlib
 import orjson
 from django.db import transaction
 
-from governance.services import InputError, audit_record
+from governance.services import InputError, audit_record, full_clean
 from qualification.models import FamilyKind, ModelConfiguration, TaskFamily, Workload
 from qualification.services._common import _user
 
@@ -63,7 +63,7 @@ def configuration_get_or_create(
         config = ModelConfiguration(
             workspace=workspace, fingerprint=fingerprint, created_by=_user(actor), **pinned
         )
-        config.full_clean(exclude=["workspace"])
+        full_clean(config, exclude=["workspace"], validate_constraints=True)
         config.save()
         audit_record(
             workspace=workspace,

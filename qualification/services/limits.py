@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from governance.errors import Conflict
+from governance.errors import Conflict, Forbidden
 from governance.models import Role
-from governance.services import InputError, audit_record
+from governance.services import InputError, audit_record, full_clean
 from qualification import selectors
 from qualification.analysis.limits import RESERVE_ACTIONS, SEED_004_STAGES
 from qualification.models import (
@@ -25,9 +24,27 @@ from qualification.services.qualifications import qualification_lock
 
 def _validate_limit_values(values: dict) -> None:
     """Field-named errors for a limit's numbers, sources and stages (before the database)."""
+    room = _validate_token_counts(values)
+    if values.get("reserve_action") not in RESERVE_ACTIONS:
+        raise InputError(f"reserve_action: must be one of {', '.join(RESERVE_ACTIONS)}")
+    _validate_source_limits(values.get("source_limits") or {}, values["max_context_tokens"])
+    stages = values.get("stage_budgets") or []
+    if not isinstance(stages, list):
+        raise InputError("stage_budgets: must be a list of stages")
+    keys: set[str] = set()
+    for position, stage in enumerate(stages):
+        _validate_stage(stage, f"stage_budgets[{position}]", room=room, keys=keys)
+
+
+def _is_tokens(value) -> bool:
+    """A whole number of tokens ≥ 0 (a bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _validate_token_counts(values: dict) -> int:
+    """The three sizes, and that the initial assembly leaves the reserve; the room left."""
     for name in ("max_context_tokens", "max_initial_assembly_tokens", "reserve_tokens"):
-        value = values.get(name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if not _is_tokens(values.get(name)):
             raise InputError(f"{name}: must be a whole number of tokens ≥ 0")
     if values["max_context_tokens"] <= 0:
         raise InputError("max_context_tokens: must be positive")
@@ -38,48 +55,46 @@ def _validate_limit_values(values: dict) -> None:
             f"than the reserve of {values['reserve_tokens']:,} below the maximum context of "
             f"{values['max_context_tokens']:,}; at most {max(room, 0):,}"
         )
-    if values.get("reserve_action") not in RESERVE_ACTIONS:
-        raise InputError(f"reserve_action: must be one of {', '.join(RESERVE_ACTIONS)}")
-    sources = values.get("source_limits") or {}
+    return room
+
+
+def _validate_source_limits(sources, max_context_tokens: int) -> None:
     if not isinstance(sources, dict):
         raise InputError("source_limits: must be an object {source: max tokens}")
     for source, tokens in sources.items():
         if not str(source).strip() or len(str(source)) > 64:
             raise InputError("source_limits: source names must be 1–64 characters")
-        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        if not _is_tokens(tokens):
             raise InputError(f"source_limits.{source}: must be a whole number of tokens ≥ 0")
-        if tokens > values["max_context_tokens"]:
+        if tokens > max_context_tokens:
             raise InputError(
                 f"source_limits.{source}: {tokens:,} exceeds the maximum context "
-                f"{values['max_context_tokens']:,}"
+                f"{max_context_tokens:,}"
             )
-    stages = values.get("stage_budgets") or []
-    if not isinstance(stages, list):
-        raise InputError("stage_budgets: must be a list of stages")
-    keys = set()
-    for position, stage in enumerate(stages):
-        where = f"stage_budgets[{position}]"
-        if not isinstance(stage, dict) or not str(stage.get("key", "")).strip():
-            raise InputError(f'{where}: needs a key, e.g. "code_generation"')
-        key = str(stage["key"])
-        if key in keys:
-            raise InputError(f"{where}.key: {key!r} appears twice")
-        keys.add(key)
-        budget = stage.get("max_tokens")
-        if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
-            raise InputError(f"{where}.max_tokens: must be a positive whole number of tokens")
-        if budget > room:
-            raise InputError(
-                f"{where}.max_tokens: {key} at {budget:,} would eat into the reserve; at most "
-                f"{room:,} (maximum context minus reserve)"
-            )
-        target = stage.get("target_tokens")
-        if target is not None and (
-            not isinstance(target, int) or isinstance(target, bool) or not 0 < target <= budget
-        ):
-            raise InputError(f"{where}.target_tokens: must be a whole number up to max_tokens")
-        if stage.get("action") and stage["action"] not in RESERVE_ACTIONS:
-            raise InputError(f"{where}.action: must be one of {', '.join(RESERVE_ACTIONS)}")
+
+
+def _validate_stage(stage, where: str, *, room: int, keys: set[str]) -> None:
+    """One stage budget: a key not in `keys` (added to it), a budget within the room, a
+    target up to it."""
+    if not isinstance(stage, dict) or not str(stage.get("key", "")).strip():
+        raise InputError(f'{where}: needs a key, e.g. "code_generation"')
+    key = str(stage["key"])
+    if key in keys:
+        raise InputError(f"{where}.key: {key!r} appears twice")
+    keys.add(key)
+    budget = stage.get("max_tokens")
+    if not _is_tokens(budget) or budget == 0:
+        raise InputError(f"{where}.max_tokens: must be a positive whole number of tokens")
+    if budget > room:
+        raise InputError(
+            f"{where}.max_tokens: {key} at {budget:,} would eat into the reserve; at most "
+            f"{room:,} (maximum context minus reserve)"
+        )
+    target = stage.get("target_tokens")
+    if target is not None and not (_is_tokens(target) and 0 < target <= budget):
+        raise InputError(f"{where}.target_tokens: must be a whole number up to max_tokens")
+    if stage.get("action") and stage["action"] not in RESERVE_ACTIONS:
+        raise InputError(f"{where}.action: must be one of {', '.join(RESERVE_ACTIONS)}")
 
 
 def _normalise_stages(stages) -> list[dict]:
@@ -153,21 +168,7 @@ def _justification(qualification: Qualification, analysis: QualificationAnalysis
     }
 
 
-def operating_limit_propose(
-    *,
-    qualification: Qualification,
-    actor,
-    name: str = "",
-    values: dict | None = None,
-    use_stage_template: bool = False,
-) -> OperatingLimit:
-    """A proposed limit from a qualification's analysis: its proposed production limit as the
-    maximum context, a quarter of it held in reserve, and the numbers that justify it.
-
-    Needs the cached analysis of the current trials; without it, the analysis is queued and
-    AnalysisPending (409) names the job.
-    """
-    qualification.refresh_from_db()
+def _require_latest(qualification: Qualification) -> None:
     if qualification.status == QualificationStatus.SUPERSEDED:
         successor = getattr(qualification, "superseded_by", None)
         raise Conflict(
@@ -175,11 +176,13 @@ def operating_limit_propose(
             + (f" by #{successor.pk} {successor.name}" if successor else "")
             + "; propose limits from the latest qualification."
         )
-    analysis, job = analysis_get_or_request(qualification=qualification, actor=actor)
-    if analysis is None:
-        raise AnalysisPending(qualification=qualification, job=job)
-    result = analysis.result
-    values = dict(values or {})
+
+
+def _proposal_values(
+    result: dict, values: dict, *, use_stage_template: bool
+) -> tuple[dict, list[str]]:
+    """The analysis's proposal (a quarter of it in reserve) with the given values over it,
+    and the notes of the stage template when it is used."""
     proposed = result["proposed_limit_tokens"]
     if proposed is None and "max_context_tokens" not in values:
         raise Conflict(
@@ -205,12 +208,43 @@ def operating_limit_propose(
     if use_stage_template and not values.get("stage_budgets"):
         room = defaults["max_context_tokens"] - defaults["reserve_tokens"]
         defaults["stage_budgets"], notes = seed_004_stages(room=room)
-    _validate_limit_values(defaults)
-    if proposed is not None and defaults["max_context_tokens"] > proposed:
+    return defaults, notes
+
+
+def _require_within_proposal(max_context_tokens: int, proposed: int | None) -> None:
+    """A limit may only be stricter than the qualification's evidence."""
+    if proposed is not None and max_context_tokens > proposed:
         raise InputError(
-            f"max_context_tokens: {defaults['max_context_tokens']:,} is above the qualification's "
+            f"max_context_tokens: {max_context_tokens:,} is above the qualification's "
             f"proposed limit of {proposed:,}; a limit may only be stricter than the evidence"
         )
+
+
+def operating_limit_propose(
+    *,
+    qualification: Qualification,
+    actor,
+    name: str = "",
+    values: dict | None = None,
+    use_stage_template: bool = False,
+) -> OperatingLimit:
+    """A proposed limit from a qualification's analysis: its proposed production limit as the
+    maximum context, a quarter of it held in reserve, and the numbers that justify it.
+
+    Needs the cached analysis of the current trials; without it, the analysis is queued and
+    AnalysisPending (409) names the job.
+    """
+    qualification.refresh_from_db()
+    _require_latest(qualification)
+    analysis, job = analysis_get_or_request(qualification=qualification, actor=actor)
+    if analysis is None:
+        raise AnalysisPending(qualification=qualification, job=job)
+    proposed = analysis.result["proposed_limit_tokens"]
+    defaults, notes = _proposal_values(
+        analysis.result, dict(values or {}), use_stage_template=use_stage_template
+    )
+    _validate_limit_values(defaults)
+    _require_within_proposal(defaults["max_context_tokens"], proposed)
     with transaction.atomic():
         predecessor = selectors.active_limit_for(
             workspace=qualification.workspace,
@@ -237,7 +271,9 @@ def operating_limit_propose(
             created_by=_user(actor),
             contributor_ids=[actor.pk] if _user(actor) else [],
         )
-        limit.full_clean(exclude=["workspace", "qualification", "supersedes"])
+        full_clean(
+            limit, exclude=["workspace", "qualification", "supersedes"], validate_constraints=True
+        )
         limit.save()
         audit_record(
             workspace=qualification.workspace,
@@ -273,12 +309,9 @@ def operating_limit_update(*, limit: OperatingLimit, actor, **changes) -> Operat
             )
         merged = {f: getattr(current, f) for f in EDITABLE_LIMIT_FIELDS} | changes
         _validate_limit_values(merged)
-        proposed = current.justification.get("proposed_limit_tokens")
-        if proposed is not None and merged["max_context_tokens"] > proposed:
-            raise InputError(
-                f"max_context_tokens: {merged['max_context_tokens']:,} is above the qualification's "
-                f"proposed limit of {proposed:,}; a limit may only be stricter than the evidence"
-            )
+        _require_within_proposal(
+            merged["max_context_tokens"], current.justification.get("proposed_limit_tokens")
+        )
         before = {k: getattr(current, k) for k in changes}
         if "stage_budgets" in changes:
             changes["stage_budgets"] = _normalise_stages(changes["stage_budgets"])
@@ -286,7 +319,9 @@ def operating_limit_update(*, limit: OperatingLimit, actor, **changes) -> Operat
             setattr(current, key, value)
         if _user(actor) and actor.pk not in current.contributor_ids:
             current.contributor_ids = [*current.contributor_ids, actor.pk]
-        current.full_clean(exclude=["workspace", "qualification", "supersedes"])
+        full_clean(
+            current, exclude=["workspace", "qualification", "supersedes"], validate_constraints=True
+        )
         current.save()
         audit_record(
             workspace=current.workspace,
@@ -320,7 +355,7 @@ def operating_limit_approve(
     compared with changed since, the approval is refused (409).
     """
     if membership is None or membership.role < Role.REVIEWER:
-        raise PermissionDenied("Approving an operating limit needs the reviewer role.")
+        raise Forbidden("Approving an operating limit needs the reviewer role.")
     comment = (comment or "").strip()
     if len(comment) > COMMENT_MAX_CHARS:
         raise InputError(
@@ -328,23 +363,7 @@ def operating_limit_approve(
         )
     with transaction.atomic():
         current = OperatingLimit.objects.select_for_update().get(pk=limit.pk)
-        if reviewer.pk in current.contributor_ids:
-            raise PermissionDenied(
-                "You proposed or edited this limit; another reviewer must approve it."
-            )
-        if current.status != LimitStatus.PROPOSED:
-            raise Conflict(f"This limit is already {current.status}.")
-        qualification = Qualification.objects.select_for_update().get(pk=current.qualification_id)
-        if qualification.data_version != current.analysis_data_version:
-            raise Conflict(
-                "Trials were added to the qualification after this limit was proposed; "
-                "withdraw it and propose again from the current analysis."
-            )
-        if confirmed is not True:
-            raise InputError(
-                f"confirm: Tick “{APPROVAL_CONFIRMATION}” to approve; the approval records "
-                "that you did."
-            )
+        qualification = _require_approvable(current, reviewer=reviewer, confirmed=confirmed)
         review = selectors.limit_review(limit=current)
         if reviewed is not None and reviewed != selectors.limit_review_digest(
             limit=current, review=review
@@ -354,16 +373,7 @@ def operating_limit_approve(
                 "Read it again before approving.",
                 code="review_stale",
             )
-        predecessor = None
-        if current.supersedes_id:
-            predecessor = OperatingLimit.objects.select_for_update().get(pk=current.supersedes_id)
-            if predecessor.status != LimitStatus.APPROVED:
-                raise Conflict(
-                    f"The limit this one supersedes (#{predecessor.pk}) is {predecessor.status}; "
-                    "only the active limit can be superseded."
-                )
-            predecessor.status = LimitStatus.SUPERSEDED
-            predecessor.save(update_fields=["status", "updated_at"])
+        predecessor = _supersede_predecessor(current)
         current.status = LimitStatus.APPROVED
         current.approved_by = reviewer
         current.approved_at = timezone.now()
@@ -393,6 +403,41 @@ def operating_limit_approve(
             },
         )
     return current
+
+
+def _require_approvable(current: OperatingLimit, *, reviewer, confirmed: bool) -> Qualification:
+    """The locked limit may be approved by this reviewer now; its qualification, locked."""
+    if reviewer.pk in current.contributor_ids:
+        raise Forbidden("You proposed or edited this limit; another reviewer must approve it.")
+    if current.status != LimitStatus.PROPOSED:
+        raise Conflict(f"This limit is already {current.status}.")
+    qualification = Qualification.objects.select_for_update().get(pk=current.qualification_id)
+    if qualification.data_version != current.analysis_data_version:
+        raise Conflict(
+            "Trials were added to the qualification after this limit was proposed; "
+            "withdraw it and propose again from the current analysis."
+        )
+    if confirmed is not True:
+        raise InputError(
+            f"confirm: Tick “{APPROVAL_CONFIRMATION}” to approve; the approval records "
+            "that you did."
+        )
+    return qualification
+
+
+def _supersede_predecessor(current: OperatingLimit) -> OperatingLimit | None:
+    """The active limit the approved one replaces, now superseded (None if it replaces none)."""
+    if not current.supersedes_id:
+        return None
+    predecessor = OperatingLimit.objects.select_for_update().get(pk=current.supersedes_id)
+    if predecessor.status != LimitStatus.APPROVED:
+        raise Conflict(
+            f"The limit this one supersedes (#{predecessor.pk}) is {predecessor.status}; "
+            "only the active limit can be superseded."
+        )
+    predecessor.status = LimitStatus.SUPERSEDED
+    predecessor.save(update_fields=["status", "updated_at"])
+    return predecessor
 
 
 def operating_limit_withdraw(*, limit: OperatingLimit, actor) -> OperatingLimit:

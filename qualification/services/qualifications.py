@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.errors import Conflict
-from governance.services import InputError, audit_record
+from governance.services import InputError, audit_record, full_clean
 from qualification.analysis.sweep import AnalysisParams
 from qualification.models import Qualification, QualificationStatus
 from qualification.services._common import _user
@@ -145,7 +145,11 @@ def qualification_create(
             notes=notes,
             created_by=_user(actor),
         )
-        qualification.full_clean(exclude=["workspace", "configuration", "workload", "supersedes"])
+        full_clean(
+            qualification,
+            exclude=["workspace", "configuration", "workload", "supersedes"],
+            validate_constraints=True,
+        )
         qualification.save()
         if previous is not None:
             Qualification.objects.filter(pk=previous.pk).update(
@@ -204,7 +208,11 @@ def qualification_update(*, qualification: Qualification, actor, **changes) -> Q
         )
         for key, value in changes.items():
             setattr(current, key, value)
-        current.full_clean(exclude=["workspace", "configuration", "workload", "supersedes"])
+        full_clean(
+            current,
+            exclude=["workspace", "configuration", "workload", "supersedes"],
+            validate_constraints=True,
+        )
         current.save()
         audit_record(
             workspace=current.workspace,

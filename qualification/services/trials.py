@@ -267,100 +267,127 @@ def _trials_save(upload, parsed, checked, *, job, reporter, progress) -> None:
 
 def _check_against_database(qualification: Qualification, parsed: ParsedTrials, *, partial):
     """Families, task–family consistency, declared strata, duplicates and pairing."""
-    errors: list[dict] = []
-
-    def err(line, field, message):
-        errors.append({"line": line, "field": field, "error": message})
-
-    families = {f.key: f for f in qualification.workload.families.all()}
-    known_tasks = dict(
-        Task.objects.filter(workload=qualification.workload).values_list(
-            "external_id", "family__key"
-        )
-    )
-    declared = set(qualification.strata)
-    existing = {}
-    for task_id, stratum, repeat, upload_id, line in Trial.objects.filter(
-        qualification=qualification
-    ).values_list("task__external_id", "stratum_tokens", "repeat", "upload_id", "line"):
-        existing[(task_id, stratum, repeat)] = (upload_id, line)
-    seen: dict[tuple, int] = {}
-    task_family: dict[str, tuple[str, int]] = {}
-    first_line: dict[str, int] = {}
-    new_tasks = set()
+    check = _TrialsCheck(qualification)
     for row in parsed.rows:
-        first_line.setdefault(row.task_id, row.line)
-        if row.family not in families:
-            err(
+        check.first_line.setdefault(row.task_id, row.line)
+        check.family(row)
+        check.stratum(row)
+        check.duplicate(row)
+    if not partial and parsed.rows:
+        check.pairing(parsed.rows)
+    return {
+        "errors": check.errors,
+        "families": check.families,
+        "new_tasks": len(check.new_tasks),
+    }
+
+
+class _TrialsCheck:
+    """The checks of one batch of trial rows against the qualification's data, in the order
+    of the rows; `errors` collects {"line", "field", "error"}."""
+
+    def __init__(self, qualification: Qualification):
+        self.qualification = qualification
+        self.errors: list[dict] = []
+        self.families = {f.key: f for f in qualification.workload.families.all()}
+        self.known_tasks = dict(
+            Task.objects.filter(workload=qualification.workload).values_list(
+                "external_id", "family__key"
+            )
+        )
+        self.declared = set(qualification.strata)
+        self.existing = {
+            (task_id, stratum, repeat): (upload_id, line)
+            for task_id, stratum, repeat, upload_id, line in Trial.objects.filter(
+                qualification=qualification
+            ).values_list("task__external_id", "stratum_tokens", "repeat", "upload_id", "line")
+        }
+        self.seen: dict[tuple, int] = {}
+        self.task_family: dict[str, tuple[str, int]] = {}
+        self.first_line: dict[str, int] = {}
+        self.new_tasks: set[str] = set()
+
+    def err(self, line, field, message) -> None:
+        self.errors.append({"line": line, "field": field, "error": message})
+
+    def family(self, row) -> None:
+        """A known family, and the same one for a task throughout (and as recorded)."""
+        if row.family not in self.families:
+            self.err(
                 row.line,
                 "family",
-                f"unknown family {row.family!r}; workload {qualification.workload} has "
-                f"{', '.join(sorted(families)) or 'no families'}",
+                f"unknown family {row.family!r}; workload {self.qualification.workload} has "
+                f"{', '.join(sorted(self.families)) or 'no families'}",
             )
-        recorded = known_tasks.get(row.task_id)
+        recorded = self.known_tasks.get(row.task_id)
         if recorded and recorded != row.family:
-            err(
+            self.err(
                 row.line,
                 "family",
                 f"task {row.task_id} belongs to family {recorded}, not {row.family}",
             )
-        elif row.task_id in task_family and task_family[row.task_id][0] != row.family:
-            family, line = task_family[row.task_id]
-            err(
+        elif row.task_id in self.task_family and self.task_family[row.task_id][0] != row.family:
+            family, line = self.task_family[row.task_id]
+            self.err(
                 row.line,
                 "family",
                 f"task {row.task_id} is in family {family} on line {line}, {row.family} here",
             )
         else:
-            task_family.setdefault(row.task_id, (row.family, row.line))
+            self.task_family.setdefault(row.task_id, (row.family, row.line))
         if recorded is None:
-            new_tasks.add(row.task_id)
-        if declared and row.stratum_tokens not in declared:
-            err(
+            self.new_tasks.add(row.task_id)
+
+    def stratum(self, row) -> None:
+        if self.declared and row.stratum_tokens not in self.declared:
+            self.err(
                 row.line,
                 "stratum_tokens",
                 f"{row.stratum_tokens} is not a declared stratum of this qualification "
-                f"({', '.join(str(s) for s in sorted(declared))})",
+                f"({', '.join(str(s) for s in sorted(self.declared))})",
             )
+
+    def duplicate(self, row) -> None:
+        """A trial (task, stratum, repeat) once in the batch and not already recorded."""
         key = row.key
-        if key in seen:
-            err(
+        if key in self.seen:
+            self.err(
                 row.line,
                 "repeat",
                 f"duplicate trial: task {row.task_id} at {row.stratum_tokens} tokens, repeat "
-                f"{row.repeat} is already on line {seen[key]}",
+                f"{row.repeat} is already on line {self.seen[key]}",
             )
         else:
-            seen[key] = row.line
-        if key in existing:
-            upload_id, line = existing[key]
+            self.seen[key] = row.line
+        if key in self.existing:
+            upload_id, line = self.existing[key]
             where = f" (upload #{upload_id}, line {line})" if upload_id else ""
-            err(
+            self.err(
                 row.line,
                 "repeat",
                 f"duplicate trial: task {row.task_id} at {row.stratum_tokens} tokens, repeat "
                 f"{row.repeat} is already recorded{where}",
             )
-    if not partial and parsed.rows:
+
+    def pairing(self, rows) -> None:
+        """With the batch complete, every task has trials at every stratum."""
         cells: dict[str, set[int]] = defaultdict(set)
-        for task_id, stratum, _ in existing:
+        for task_id, stratum, _ in self.existing:
             cells[task_id].add(stratum)
-        for row in parsed.rows:
+        for row in rows:
             cells[row.task_id].add(row.stratum_tokens)
-        expected = declared or {s for strata in cells.values() for s in strata}
-        for task_id in sorted(cells, key=lambda t: first_line.get(t, 0)):
+        expected = self.declared or {s for strata in cells.values() for s in strata}
+        for task_id in sorted(cells, key=lambda t: self.first_line.get(t, 0)):
             missing = sorted(expected - cells[task_id])
             if missing:
-                where = first_line.get(task_id)
-                err(
-                    where,
+                self.err(
+                    self.first_line.get(task_id),
                     "stratum_tokens",
                     f"unpaired task: {task_id} has no trials at "
                     f"{', '.join(numfmt.tokens(m) for m in missing)}; every task must run at every "
                     f"stratum ({', '.join(numfmt.tokens(s) for s in sorted(expected))}). Add the "
                     "missing rows, or send the batch as partial and complete it later",
                 )
-    return {"errors": errors, "families": families, "new_tasks": len(new_tasks)}
 
 
 def _tasks_for(qualification, families, parsed) -> dict[str, Task]:

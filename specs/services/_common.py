@@ -14,6 +14,7 @@ from django.db import models
 
 from governance.errors import Conflict, Forbidden, InputError
 from governance.models import Membership, Workspace
+from governance.services.validation import full_clean  # noqa: F401 (used by the modules here)
 from specs.analysis.content import normalize_text
 from specs.models import Spec, SpecVersion, VersionStatus
 
@@ -43,14 +44,6 @@ class SelfReviewRefused(Forbidden):
     """The author of a version tried to approve or reject it."""
 
     code = "self_review"
-
-
-def full_clean(instance: models.Model, *, exclude: Iterable[str] = ()) -> None:
-    """The model's field validators and checks, as one `InputError` naming each field."""
-    try:
-        instance.full_clean(exclude=list(exclude), validate_constraints=False)
-    except ValidationError as exc:
-        raise InputError.for_fields(exc.message_dict) from None
 
 
 def fields_clean(instance: models.Model, names: Iterable[str]) -> dict[str, list[str]]:

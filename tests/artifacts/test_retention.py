@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
@@ -15,6 +14,7 @@ from artifacts import selectors, services, tasks
 from artifacts.models import Artifact, ArtifactPolicy
 from artifacts.storage import INCOMING
 from governance.celery import app as celery_app
+from governance.errors import InputError
 from governance.models import AuditEvent
 from tests.artifacts.conftest import artifact_files
 
@@ -186,9 +186,9 @@ def test_policy_is_created_with_defaults_and_changes_are_audited(workspace, memb
     ],
 )
 def test_bad_policy_changes_are_refused(workspace, changes, field):
-    with pytest.raises(ValidationError) as exc:
+    with pytest.raises(InputError) as exc:
         services.artifact_policy_update(workspace=workspace, actor=None, **changes)
-    assert field in exc.value.message_dict
+    assert field in exc.value.field_errors
     assert not AuditEvent.objects.filter(action="artifact_policy.update").exists()
 
 

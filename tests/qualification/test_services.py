@@ -2,10 +2,9 @@
 analysis cache, limits and their review, requalification, and budget checks."""
 
 import pytest
-from django.core.exceptions import PermissionDenied
 from django.db import connection
 
-from governance.errors import Conflict
+from governance.errors import Conflict, Forbidden
 from governance.models import AuditEvent, Job, JobStatus, Membership
 from governance.services import InputError
 from qualification import selectors, services
@@ -368,7 +367,7 @@ def test_stage_template_is_clamped_to_keep_the_reserve(loaded_qualification, mem
 def test_no_self_approval(loaded_qualification, members):
     # The admin proposes; the admin (a reviewer too) may not approve it.
     limit = propose(loaded_qualification, members["admin"])
-    with pytest.raises(PermissionDenied, match="another reviewer must approve"):
+    with pytest.raises(Forbidden, match="another reviewer must approve"):
         approve(limit, members["admin"])
     # A reviewer who edits a proposal becomes a contributor and cannot approve it either.
     services.operating_limit_update(
@@ -377,10 +376,10 @@ def test_no_self_approval(loaded_qualification, members):
         reserve_tokens=3000,
         max_initial_assembly_tokens=13000,
     )
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(Forbidden):
         approve(limit, members["reviewer"])
     # An editor lacks the role.
-    with pytest.raises(PermissionDenied, match="reviewer role"):
+    with pytest.raises(Forbidden, match="reviewer role"):
         approve(limit, members["editor"])
     limit.refresh_from_db()
     assert limit.status == LimitStatus.PROPOSED

@@ -1,10 +1,9 @@
 """create_workspace SLUG [--name NAME]: create a workspace."""
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from governance.models import Workspace
-from governance.services import workspace_create
+from governance.services import InputError, workspace_create
 
 
 class Command(BaseCommand):
@@ -19,8 +18,8 @@ class Command(BaseCommand):
             raise CommandError(f"Workspace {slug!r} already exists.")
         try:
             workspace = workspace_create(slug=slug, name=name)
-        except ValidationError as exc:
+        except InputError as exc:
             raise CommandError(
-                "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+                "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.field_errors.items()) or exc.message
             ) from exc
         self.stdout.write(f"Created workspace {workspace.slug} ({workspace.name}).")

@@ -58,6 +58,18 @@ def _registration(
 ) -> Registration:
     values = {name: getattr(base, name) for name in REGISTRATION_FIELDS} if base else {}
     values.update({k: v for k, v in data.items() if k in REGISTRATION_FIELDS or k == "revision"})
+    values["revision_id"] = _registration_revision(context_file, values)
+    values.update(_registration_names(values))
+    values["primary_metric"] = str(values.get("primary_metric") or "task success").strip()[:200]
+    values["cost_measures"] = _cost_measures(values.get("cost_measures"))
+    values["decoding"] = _decoding(values.get("decoding"))
+    values.update(_design(values))
+    values["notes"] = str(values.get("notes") or "")[:5000]
+    return Registration(values=values)
+
+
+def _registration_revision(context_file: ContextFile, values: dict) -> int:
+    """The id of the registered revision: the one named (of this file), else the latest."""
     revision = values.pop("revision", None)
     if revision is not None:
         revision_obj = (
@@ -67,25 +79,38 @@ def _registration(
         )
         if revision_obj is None or revision_obj.context_file_id != context_file.pk:
             raise InputError(f"revision: {revision!r} is not a revision of {context_file}")
-        values["revision_id"] = revision_obj.pk
-    if not values.get("revision_id"):
-        latest = selectors.latest_revision(context_file=context_file)
-        if latest is None:
-            raise InputError("revision: import the file before registering an evaluation")
-        values["revision_id"] = latest.pk
+        return revision_obj.pk
+    if values.get("revision_id"):
+        return values["revision_id"]
+    latest = selectors.latest_revision(context_file=context_file)
+    if latest is None:
+        raise InputError("revision: import the file before registering an evaluation")
+    return latest.pk
+
+
+def _registration_names(values: dict) -> dict:
+    """The required names of the run (what was evaluated, with what), stripped."""
+    names = {}
     for name in ("name", "model_name", "model_version", "harness_version", "task_set_version"):
         value = str(values.get(name) or "").strip()
         if not value:
             raise InputError(f"{name}: required before any result is accepted")
         if len(value) > 200:
             raise InputError(f"{name}: at most 200 characters")
-        values[name] = value
-    values["primary_metric"] = str(values.get("primary_metric") or "task success").strip()[:200]
-    measures = values.get("cost_measures") or list(COST_MEASURES)
+        names[name] = value
+    return names
+
+
+def _cost_measures(measures) -> list[str]:
+    measures = measures or list(COST_MEASURES)
     if not isinstance(measures, list) or any(m not in COST_MEASURES for m in measures):
         raise InputError(f"cost_measures: choose from {', '.join(COST_MEASURES)}")
-    values["cost_measures"] = list(dict.fromkeys(measures))
-    decoding = values.get("decoding") or {}
+    return list(dict.fromkeys(measures))
+
+
+def _decoding(decoding) -> dict:
+    """The sampling settings: an object (or its JSON text), never empty."""
+    decoding = decoding or {}
     if isinstance(decoding, str):
         try:
             decoding = json.loads(decoding) if decoding.strip() else {}
@@ -97,29 +122,34 @@ def _registration(
         raise InputError(
             'decoding: required; record the sampling settings, e.g. {"temperature": 0}'
         )
-    values["decoding"] = decoding
+    return decoding
+
+
+def _blank(value) -> bool:
+    return value in (None, "")
+
+
+def _design(values: dict) -> dict:
+    """The design numbers, with their defaults: a small task set gets a wider margin."""
     expected = values.get("expected_tasks")
-    if expected in ("", None):
-        values["expected_tasks"] = None
-    else:
-        values["expected_tasks"] = _number("expected_tasks", expected, integer=True, low=1)
-    delta = values.get("delta")
-    values["delta"] = 0.05 if delta in (None, "") else _number("delta", delta, low=0, high=0.99)
-    margin = values.get("margin")
-    if margin in (None, ""):
-        small = values["expected_tasks"] is not None and values["expected_tasks"] < SMALL_TASK_SET
-        margin = 0.15 if small else 0.10
-    values["margin"] = _number("margin", margin, low=0.005, high=0.5)
-    power = values.get("target_power")
-    values["target_power"] = (
-        0.8 if power in (None, "") else _number("target_power", power, low=0.5, high=0.99)
+    expected = (
+        None if _blank(expected) else _number("expected_tasks", expected, integer=True, low=1)
     )
-    psi = values.get("pilot_discordance")
-    values["pilot_discordance"] = (
-        None if psi in (None, "") else _number("pilot_discordance", psi, low=0.001, high=1)
-    )
-    values["notes"] = str(values.get("notes") or "")[:5000]
-    return Registration(values=values)
+    delta, margin = values.get("delta"), values.get("margin")
+    power, psi = values.get("target_power"), values.get("pilot_discordance")
+    if _blank(margin):
+        margin = 0.15 if expected is not None and expected < SMALL_TASK_SET else 0.10
+    return {
+        "expected_tasks": expected,
+        "delta": 0.05 if _blank(delta) else _number("delta", delta, low=0, high=0.99),
+        "margin": _number("margin", margin, low=0.005, high=0.5),
+        "target_power": 0.8
+        if _blank(power)
+        else _number("target_power", power, low=0.5, high=0.99),
+        "pilot_discordance": None
+        if _blank(psi)
+        else _number("pilot_discordance", psi, low=0.001, high=1),
+    }
 
 
 def _number(name: str, value, *, low=None, high=None, integer=False):
@@ -143,24 +173,30 @@ def _ablations(raw) -> list[dict]:
     arms = []
     names = {"baseline", "full"}
     for index, item in enumerate(raw or [], start=1):
-        if isinstance(item, str):
-            item = {"categories": [item]}
-        if not isinstance(item, dict):
-            raise InputError(f"ablations[{index}]: give an object with categories")
-        categories = item.get("categories") or []
-        if isinstance(categories, str):
-            categories = [categories]
-        if not categories:
-            raise InputError(f"ablations[{index}]: name at least one category to keep")
-        categories = [_category(c) for c in categories]
-        name = str(item.get("name") or "only-" + "-".join(categories)).strip().replace("_", "-")
-        if not name or len(name) > 64 or not all(ch.isalnum() or ch == "-" for ch in name):
-            raise InputError(f"ablations[{index}]: name may hold letters, digits and '-' only")
-        if name in names:
-            raise InputError(f"ablations[{index}]: the arm name {name!r} is already used")
-        names.add(name)
-        arms.append({"name": name, "categories": sorted(set(categories))})
+        arm = _ablation(index, item)
+        if arm["name"] in names:
+            raise InputError(f"ablations[{index}]: the arm name {arm['name']!r} is already used")
+        names.add(arm["name"])
+        arms.append(arm)
     return arms
+
+
+def _ablation(index: int, item) -> dict:
+    """One ablation arm: a category (or a list of them) to keep, and a name."""
+    if isinstance(item, str):
+        item = {"categories": [item]}
+    if not isinstance(item, dict):
+        raise InputError(f"ablations[{index}]: give an object with categories")
+    categories = item.get("categories") or []
+    if isinstance(categories, str):
+        categories = [categories]
+    if not categories:
+        raise InputError(f"ablations[{index}]: name at least one category to keep")
+    categories = [_category(c) for c in categories]
+    name = str(item.get("name") or "only-" + "-".join(categories)).strip().replace("_", "-")
+    if not name or len(name) > 64 or not all(ch.isalnum() or ch == "-" for ch in name):
+        raise InputError(f"ablations[{index}]: name may hold letters, digits and '-' only")
+    return {"name": name, "categories": sorted(set(categories))}
 
 
 def _fingerprint(values: dict, ablations: list[dict]) -> str:
@@ -229,34 +265,13 @@ def evaluation_change(
             context_file=evaluation.context_file, data=data, base=evaluation
         )
         ablations = _ablations(data["ablations"]) if "ablations" in data else current_ablations
-        changed = [
-            name
-            for name in REGISTRATION_FIELDS
-            if registration.values[name] != getattr(evaluation, name)
-        ]
-        if ablations != current_ablations:
-            changed.append("ablations")
+        changed, diff = _registration_diff(evaluation, registration, (current_ablations, ablations))
         if not changed:
             return ChangeResult(evaluation, None, [])
-        diff = {
-            name: [_jsonable(getattr(evaluation, name)), _jsonable(registration.values[name])]
-            for name in changed
-            if name != "ablations"
-        }
-        if "ablations" in changed:
-            diff["ablations"] = [current_ablations, ablations]
         if not evaluation.is_locked:
-            for name, value in registration.values.items():
-                setattr(evaluation, name, value)
-            evaluation.fingerprint = _fingerprint(registration.values, ablations)
-            evaluation.save()
-            if "ablations" in changed or "revision_id" in changed:
-                evaluation.arms.all().delete()
-                _rebuild_arms(evaluation, ablations)
-            audit_record(
-                workspace=evaluation.workspace, actor=actor, action="evaluation.update",
-                obj=evaluation, data={"changes": diff},
-            )  # fmt: skip
+            _change_in_place(
+                evaluation, registration, ablations, changed=changed, diff=diff, actor=actor
+            )
             return ChangeResult(evaluation, None, changed)
         successor = _create_evaluation(
             context_file=evaluation.context_file,
@@ -280,6 +295,43 @@ def evaluation_change(
                   "changes": diff},
         )  # fmt: skip
         return ChangeResult(successor, evaluation, changed)
+
+
+def _registration_diff(
+    evaluation: Evaluation, registration: Registration, ablations: tuple[list, list]
+) -> tuple[list[str], dict]:
+    """The registration fields (and "ablations") that change, and {field: [before, after]}."""
+    current_ablations, new_ablations = ablations
+    changed = [
+        name
+        for name in REGISTRATION_FIELDS
+        if registration.values[name] != getattr(evaluation, name)
+    ]
+    diff = {
+        name: [_jsonable(getattr(evaluation, name)), _jsonable(registration.values[name])]
+        for name in changed
+    }
+    if new_ablations != current_ablations:
+        changed.append("ablations")
+        diff["ablations"] = [current_ablations, new_ablations]
+    return changed, diff
+
+
+def _change_in_place(
+    evaluation: Evaluation, registration: Registration, ablations, *, changed, diff, actor
+) -> None:
+    """Before any result: the registration changes where it is (arms rebuilt if need be)."""
+    for name, value in registration.values.items():
+        setattr(evaluation, name, value)
+    evaluation.fingerprint = _fingerprint(registration.values, ablations)
+    evaluation.save()
+    if "ablations" in changed or "revision_id" in changed:
+        evaluation.arms.all().delete()
+        _rebuild_arms(evaluation, ablations)
+    audit_record(
+        workspace=evaluation.workspace, actor=actor, action="evaluation.update",
+        obj=evaluation, data={"changes": diff},
+    )  # fmt: skip
 
 
 def _rebuild_arms(evaluation: Evaluation, ablations: list[dict]) -> None:

@@ -39,15 +39,7 @@ def instruction_update_ledger(*, instruction: Instruction, actor, **changes) -> 
             )
         diff = {}
         for name, value in changes.items():
-            if name == "category":
-                value = _category(value)
-            elif name in {"last_reviewed_on", "review_due_on"}:
-                value = _date(name, value)
-            else:
-                value = ("" if value is None else str(value)).strip()
-                limit = 200 if name == "owner" else 5000
-                if len(value) > limit:
-                    raise InputError(f"{name}: at most {limit} characters")
+            value = _ledger_value(name, value)
             if getattr(instruction, name) != value:
                 diff[name] = [_jsonable(getattr(instruction, name)), _jsonable(value)]
                 setattr(instruction, name, value)
@@ -74,6 +66,20 @@ def instruction_update_ledger(*, instruction: Instruction, actor, **changes) -> 
                 data={"changes": diff},
             )
     return instruction
+
+
+def _ledger_value(name: str, value):
+    """A ledger field's value, checked: a category, a date, or text (the owner up to 200
+    characters, notes up to 5,000)."""
+    if name == "category":
+        return _category(value)
+    if name in {"last_reviewed_on", "review_due_on"}:
+        return _date(name, value)
+    value = ("" if value is None else str(value)).strip()
+    limit = 200 if name == "owner" else 5000
+    if len(value) > limit:
+        raise InputError(f"{name}: at most {limit} characters")
+    return value
 
 
 def _evaluations_ablating(instruction: Instruction) -> list[Evaluation]:

@@ -1,0 +1,98 @@
+"""Reads for qualification, always scoped by workspace. A missing or foreign object is a 404.
+
+One module per entity; everything a caller uses is re-exported here.
+"""
+
+from qualification.selectors.analysis import (
+    analysis_current,
+    analysis_job_pending,
+    analysis_latest,
+    analysis_params_for,
+    analysis_result_to_compare,
+    params_fingerprint,
+    sweep_figures,
+    upload_job_running,
+)
+from qualification.selectors.audits import (
+    audit_counts,
+    audit_get,
+    audits_for,
+)
+from qualification.selectors.lab import (
+    LabFamily,
+    LabReference,
+    LabStratum,
+    lab_reference_for_model,
+)
+from qualification.selectors.limits import (
+    ActiveLimit,
+    LimitReview,
+    Requalification,
+    active_limit_for,
+    active_limit_for_model_id,
+    latest_qualification_for,
+    limit_analysis,
+    limit_approval,
+    limit_baseline,
+    limit_review,
+    limit_review_digest,
+    limit_values,
+    limits_awaiting_review,
+    limits_prefetch_approvals,
+    operating_limit_get,
+    operating_limits_for,
+    requalification_due_count,
+    requalification_status,
+)
+from qualification.selectors.qualifications import (
+    failure_classes,
+    qualification_get,
+    qualifications_for,
+    trial_frame,
+    trial_summary,
+    trials_for,
+    uploads_for,
+)
+
+__all__ = [
+    "ActiveLimit",
+    "LabFamily",
+    "LabReference",
+    "LabStratum",
+    "LimitReview",
+    "Requalification",
+    "active_limit_for",
+    "active_limit_for_model_id",
+    "analysis_current",
+    "analysis_job_pending",
+    "analysis_latest",
+    "analysis_params_for",
+    "analysis_result_to_compare",
+    "audit_counts",
+    "audit_get",
+    "audits_for",
+    "failure_classes",
+    "lab_reference_for_model",
+    "latest_qualification_for",
+    "limit_analysis",
+    "limit_approval",
+    "limit_baseline",
+    "limit_review",
+    "limit_review_digest",
+    "limit_values",
+    "limits_awaiting_review",
+    "limits_prefetch_approvals",
+    "operating_limit_get",
+    "operating_limits_for",
+    "params_fingerprint",
+    "qualification_get",
+    "qualifications_for",
+    "requalification_due_count",
+    "requalification_status",
+    "sweep_figures",
+    "trial_frame",
+    "trial_summary",
+    "trials_for",
+    "upload_job_running",
+    "uploads_for",
+]
