@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import QuerySet
 from django.http import Http404
 
@@ -214,6 +216,34 @@ def _restart_url(*, workspace, version, session, absolute) -> str:
     return absolute(path + (f"?{urlencode(params)}" if params else ""))
 
 
+@dataclass(frozen=True)
+class _HookFacts:
+    """What an answer says: the session's model, its limit and ECL, and where to restart."""
+
+    model: str
+    ecl: int | None
+    figures: dict
+    spec: object
+    version: object
+    restart: str
+
+    def over_text(self, context: int) -> str:
+        import numfmt
+
+        where = (
+            f"the authoritative specification {spec_key(self.spec, self.version)}"
+            if self.version is not None
+            else "a restart package (no authoritative specification is set for the hooks)"
+        )
+        return (
+            f"Context Governance: the context holds {numfmt.tokens(context)} tokens, above the "
+            f"qualified ECL of {numfmt.tokens(self.ecl)} for {self.model} (approved limit "
+            f"{numfmt.tokens(self.figures['limit'])}). A summary made now is made by a model past "
+            f"its qualified length: restart from {where} instead. Prefilled restart package: "
+            f"{self.restart}"
+        )
+
+
 def hook_answer(*, workspace, event: dict, absolute=lambda path: path) -> dict:
     """What the harness should be told for one hook event, by the workspace's hook policy.
 
@@ -222,9 +252,6 @@ def hook_answer(*, workspace, event: dict, absolute=lambda path: path) -> dict:
     `additional_context` for the agent, and a `message` for the user after a compaction the
     policy warned about). `reason` says why, also when the action is `none`. Harness formats
     are the client's business; `absolute` makes the restart link absolute."""
-    import numfmt
-    from qualification.selectors import active_limit_for_model_id
-
     name, payload = event["event"], event["payload"]
     answer = {
         "event_id": event["event_id"],
@@ -239,128 +266,157 @@ def hook_answer(*, workspace, event: dict, absolute=lambda path: path) -> dict:
         answer["reason"] = f"The policy has no answer for {name}."
         return answer
     policy = hook_policy_peek(workspace=workspace)
-    if name == "PreCompact" and policy.pre_compact_action == "off":
-        answer["reason"] = "The workspace's policy for PreCompact is off."
-        return answer
-    trigger = str(payload.get("trigger") or "")
     source = str(payload.get("source") or "")
-    if (
-        name == "SessionStart"
-        and not policy.session_start_context
-        and (source != "compact" or policy.pre_compact_action == "off")
-    ):
-        answer["reason"] = "The workspace's policy adds no context at SessionStart."
+    refusal = _policy_refusal(name=name, policy=policy, source=source)
+    if refusal:
+        answer["reason"] = refusal
         return answer
     external_id = str(payload.get("session_id") or "")[:200]
-    harness = event.get("harness") or "claude-code"
     session = (
-        Session.objects.filter(workspace=workspace, harness=harness, external_id=external_id)
+        Session.objects.filter(
+            workspace=workspace,
+            harness=event.get("harness") or "claude-code",
+            external_id=external_id,
+        )
         .only("pk", "workspace_id", "project", "model_names")
         .first()
         if external_id
         else None
     )
-    model = _session_model(workspace=workspace, event=event, session=session)
-    if not model:
-        answer["reason"] = "The session's model is not known yet."
-        return answer
-    active = active_limit_for_model_id(workspace=workspace, model_id=model[:200])
-    if active.limit is None:
-        answer["reason"] = f"No approved operating limit for {model}."
-        return answer
-    ecl, figures = _limit_values(active)
-    spec, version = hook_restart_spec(workspace=workspace, policy=policy, session=session)
-    restart = _restart_url(workspace=workspace, version=version, session=session, absolute=absolute)
-    where = (
-        f"the authoritative specification {spec_key(spec, version)}"
-        if version is not None
-        else "a restart package (no authoritative specification is set for the hooks)"
+    facts = _hook_facts(
+        workspace=workspace, event=event, session=session, policy=policy, absolute=absolute
     )
-
-    def over_text(context: int) -> str:
-        return (
-            f"Context Governance: the context holds {numfmt.tokens(context)} tokens, above the "
-            f"qualified ECL of {numfmt.tokens(ecl)} for {model} (approved limit "
-            f"{numfmt.tokens(figures['limit'])}). A summary made now is made by a model past "
-            f"its qualified length: restart from {where} instead. Prefilled restart package: "
-            f"{restart}"
-        )
-
-    if name == "PreCompact":
-        context = event.get("context_tokens")
-        if ecl is None:
-            answer["reason"] = (
-                f"The qualified ECL for {model} is {figures['ecl_text'] or 'not finite'}: "
-                "no compaction is above it."
-            )
-            return answer
-        if context is None:
-            answer["reason"] = "The context size at this hook is not known."
-            return answer
-        if context <= ecl:
-            answer["reason"] = (
-                f"The context ({numfmt.tokens(context)}) is within the qualified ECL "
-                f"({numfmt.tokens(ecl)})."
-            )
-            return answer
-        blocking = policy.pre_compact_action == "block" and trigger != "manual"
-        answer.update(
-            action="block" if blocking else "suggest",
-            message=over_text(context),
-            restart_url=restart,
-            reason="The policy blocks automatic compactions above the qualified ECL."
-            if blocking
-            else "The policy suggests a restart above the qualified ECL"
-            + (" (a manual /compact is never blocked)." if trigger == "manual" else "."),
-        )
+    if isinstance(facts, str):
+        answer["reason"] = facts
         return answer
-    # SessionStart
-    if policy.session_start_context:
-        reserve = (
-            f", of which the last {numfmt.tokens(figures['reserve'])} are a reserve"
-            if figures["reserve"]
-            else ""
-        )
-        ecl_text = numfmt.tokens(ecl) if ecl is not None else figures["ecl_text"] or "unbounded"
-        lines = [
-            f"Context Governance: the approved operating limit for {model} is "
-            f"{numfmt.tokens(figures['limit'])} tokens of context{reserve} (limit "
-            f"“{figures['name']}”; qualified effective context length {ecl_text}).",
-        ]
-        if version is not None:
-            lines.append(
-                f"The authoritative specification is {spec_key(spec, version)}: “{spec.title}”. "
-                "When the context nears the limit, prefer a restart from it to a compaction."
-            )
-        answer.update(action="context", additional_context="\n".join(lines))
-        answer["reason"] = "The policy adds the operating limit at SessionStart."
-    if source == "compact" and policy.pre_compact_action != "off" and external_id and ecl:
-        from datetime import timedelta
-
-        from django.utils import timezone
-
-        from traces.models import HookEvent
-
-        previous = (
-            HookEvent.objects.filter(
-                workspace=workspace,
-                session_external_id=external_id,
-                event="PreCompact",
-                received_at__gte=timezone.now() - timedelta(seconds=SUGGESTION_WINDOW_SECONDS),
-            )
-            .order_by("-occurred_at", "-id")
-            .first()
-        )
-        if previous is not None and (previous.context_tokens or 0) > ecl:
-            warning = over_text(previous.context_tokens)
-            answer.update(
-                action="context",
-                message=warning,
-                additional_context="\n".join(filter(None, [answer["additional_context"], warning])),
-                restart_url=restart,
-                reason=(answer["reason"] + " " if answer["reason"] else "")
-                + "The compaction just made was above the qualified ECL.",
-            )
+    if name == "PreCompact":
+        trigger = str(payload.get("trigger") or "")
+        answer.update(_pre_compact_answer(facts, event.get("context_tokens"), policy, trigger))
+        return answer
+    _session_start_answer(answer, facts, policy)
+    if source == "compact" and policy.pre_compact_action != "off" and external_id and facts.ecl:
+        _repeat_the_suggestion(answer, facts, workspace=workspace, external_id=external_id)
     if answer["action"] == "none":
         answer["reason"] = "The workspace's policy adds no context at SessionStart."
     return answer
+
+
+def _policy_refusal(*, name: str, policy, source: str) -> str:
+    """Why the policy says nothing for this event ('' when it may answer)."""
+    if name == "PreCompact" and policy.pre_compact_action == "off":
+        return "The workspace's policy for PreCompact is off."
+    if (
+        name == "SessionStart"
+        and not policy.session_start_context
+        and (source != "compact" or policy.pre_compact_action == "off")
+    ):
+        return "The workspace's policy adds no context at SessionStart."
+    return ""
+
+
+def _hook_facts(*, workspace, event: dict, session, policy, absolute) -> _HookFacts | str:
+    """The facts an answer needs, or the reason there is no answer."""
+    from qualification.selectors import active_limit_for_model_id
+
+    model = _session_model(workspace=workspace, event=event, session=session)
+    if not model:
+        return "The session's model is not known yet."
+    active = active_limit_for_model_id(workspace=workspace, model_id=model[:200])
+    if active.limit is None:
+        return f"No approved operating limit for {model}."
+    ecl, figures = _limit_values(active)
+    spec, version = hook_restart_spec(workspace=workspace, policy=policy, session=session)
+    restart = _restart_url(workspace=workspace, version=version, session=session, absolute=absolute)
+    return _HookFacts(model, ecl, figures, spec, version, restart)
+
+
+def _pre_compact_answer(facts: _HookFacts, context: int | None, policy, trigger: str) -> dict:
+    import numfmt
+
+    if facts.ecl is None:
+        return {
+            "reason": f"The qualified ECL for {facts.model} is "
+            f"{facts.figures['ecl_text'] or 'not finite'}: no compaction is above it."
+        }
+    if context is None:
+        return {"reason": "The context size at this hook is not known."}
+    if context <= facts.ecl:
+        return {
+            "reason": f"The context ({numfmt.tokens(context)}) is within the qualified ECL "
+            f"({numfmt.tokens(facts.ecl)})."
+        }
+    blocking = policy.pre_compact_action == "block" and trigger != "manual"
+    if blocking:
+        reason = "The policy blocks automatic compactions above the qualified ECL."
+    else:
+        reason = "The policy suggests a restart above the qualified ECL" + (
+            " (a manual /compact is never blocked)." if trigger == "manual" else "."
+        )
+    return {
+        "action": "block" if blocking else "suggest",
+        "message": facts.over_text(context),
+        "restart_url": facts.restart,
+        "reason": reason,
+    }
+
+
+def _session_start_answer(answer: dict, facts: _HookFacts, policy) -> None:
+    """The operating limit (and the authoritative spec) as context, when the policy says so."""
+    import numfmt
+
+    if not policy.session_start_context:
+        return
+    figures = facts.figures
+    reserve = (
+        f", of which the last {numfmt.tokens(figures['reserve'])} are a reserve"
+        if figures["reserve"]
+        else ""
+    )
+    ecl_text = (
+        numfmt.tokens(facts.ecl) if facts.ecl is not None else figures["ecl_text"] or "unbounded"
+    )
+    lines = [
+        f"Context Governance: the approved operating limit for {facts.model} is "
+        f"{numfmt.tokens(figures['limit'])} tokens of context{reserve} (limit "
+        f"“{figures['name']}”; qualified effective context length {ecl_text}).",
+    ]
+    if facts.version is not None:
+        lines.append(
+            f"The authoritative specification is {spec_key(facts.spec, facts.version)}: "
+            f"“{facts.spec.title}”. "
+            "When the context nears the limit, prefer a restart from it to a compaction."
+        )
+    answer.update(action="context", additional_context="\n".join(lines))
+    answer["reason"] = "The policy adds the operating limit at SessionStart."
+
+
+def _repeat_the_suggestion(answer: dict, facts: _HookFacts, *, workspace, external_id) -> None:
+    """After a compaction the policy warned about (Claude Code drops a PreCompact's message),
+    say it again at the SessionStart that follows."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces.models import HookEvent
+
+    previous = (
+        HookEvent.objects.filter(
+            workspace=workspace,
+            session_external_id=external_id,
+            event="PreCompact",
+            received_at__gte=timezone.now() - timedelta(seconds=SUGGESTION_WINDOW_SECONDS),
+        )
+        .order_by("-occurred_at", "-id")
+        .first()
+    )
+    if previous is None or (previous.context_tokens or 0) <= facts.ecl:
+        return
+    warning = facts.over_text(previous.context_tokens)
+    answer.update(
+        action="context",
+        message=warning,
+        additional_context="\n".join(filter(None, [answer["additional_context"], warning])),
+        restart_url=facts.restart,
+        reason=(answer["reason"] + " " if answer["reason"] else "")
+        + "The compaction just made was above the qualified ECL.",
+    )
