@@ -39,7 +39,7 @@ from traces.formats.records import (
 HARNESS = "otlp"
 
 
-def span_harness(span: "Span") -> str:
+def span_harness(span: Span) -> str:
     """Claude Code's and Codex's own spans belong to the harness's session (the one its
     transcript and its events name), other producers' to an `otlp` session."""
     service = str(span.resource.get("service.name") or "")
@@ -48,6 +48,7 @@ def span_harness(span: "Span") -> str:
     if span.name.startswith("codex.") or service.startswith("codex"):
         return "codex"
     return HARNESS
+
 
 INPUT_KEYS_GENAI = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 OUTPUT_KEYS = (

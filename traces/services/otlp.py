@@ -77,7 +77,9 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
     return result
 
 
-def _span_sources(loader: TraceLoader, calls: list[CallRecord]) -> dict[tuple[int, str], CallRecord]:
+def _span_sources(
+    loader: TraceLoader, calls: list[CallRecord]
+) -> dict[tuple[int, str], CallRecord]:
     """(session pk, span key) -> the span's call record (the most output of repeats)."""
     spans: dict[tuple[int, str], CallRecord] = {}
     for record in calls:
