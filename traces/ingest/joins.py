@@ -70,10 +70,9 @@ def calls_matching(
             cursor.execute(
                 "SELECT id, session_id, key FROM traces_call WHERE session_id = ANY(%s) "
                 "AND (key = ANY(%s) OR split_part(key, ':', -1) = ANY(%s) "
-                "OR split_part(key, ':', 1) = ANY(%s))"
-                + (" AND source_line IS NOT NULL" if transcript_only else "")
-                + " ORDER BY id",
-                [sessions, ids, ids, ids],
+                "OR split_part(key, ':', 1) = ANY(%s)) "
+                "AND (source_line IS NOT NULL OR NOT %s) ORDER BY id",
+                [sessions, ids, ids, ids, transcript_only],
             )
             rows = cursor.fetchall()
     else:  # SQLite: the same rows, matched on the key's ends
@@ -194,12 +193,11 @@ def _same_compaction(anchor: Compaction, timestamp, trigger: str, pre_tokens) ->
         return False
     if "unknown" not in (anchor.trigger, trigger) and anchor.trigger != trigger:
         return False
-    if anchor.pre_tokens and pre_tokens:
-        if abs(anchor.pre_tokens - pre_tokens) > PRE_TOKENS_TOLERANCE * max(
-            anchor.pre_tokens, pre_tokens
-        ):
-            return False
-    return True
+    if not (anchor.pre_tokens and pre_tokens):
+        return True
+    return abs(anchor.pre_tokens - pre_tokens) <= PRE_TOKENS_TOLERANCE * max(
+        anchor.pre_tokens, pre_tokens
+    )
 
 
 def _nearest(anchors: list[Compaction], used: set[int], timestamp, trigger, pre_tokens):
