@@ -307,3 +307,24 @@ def test_the_boundary_and_the_compaction_event_are_one_compaction(
     transcript(lines)
     assert stored_state() == before
     assert Compaction.objects.get().duration_ms == 31_000
+
+
+def test_reconciliation_is_scoped_to_the_workspace(
+    client, workspace, other_workspace, members, outsider
+):
+    from traces.models import Agent
+
+    mine = Session.objects.create(workspace=workspace, harness="claude-code", external_id=SESSION)
+    agent = Agent.objects.create(workspace=workspace, session=mine, external_id="main")
+    Call.objects.create(workspace=workspace, session=mine, agent=agent, key="msg_1:req_1",
+                        timestamp="2026-01-01T00:00:00Z", source_line=1, output_tokens=5)  # fmt: skip
+    client.force_login(outsider)
+    assert client.get(f"/api/v1/sessions/{mine.pk}/reconciliation/").status_code == 404
+    assert client.get(f"/w/{workspace.slug}/traces/reconciliation/").status_code == 404
+    page = client.get(f"/w/{other_workspace.slug}/traces/reconciliation/")
+    assert page.status_code == 200 and b"No telemetry to compare yet" in page.content
+    client.force_login(members["viewer"])
+    body = client.get(f"/api/v1/sessions/{mine.pk}/reconciliation/").json()
+    assert body["by_source"] == {"transcript": 1} and body["single_source"] == []
+    schema = client.get("/api/schema/").content.decode()
+    assert "/api/v1/sessions/{id}/reconciliation/" in schema
