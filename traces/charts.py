@@ -112,9 +112,7 @@ def reconciliation_figure(rows: list[dict]) -> dict:
         by_day = {row["day"]: row for row in rows if row["source"] == source}
         if not by_day:
             continue
-        totals = [
-            sum(by_day[d][c] for c in TOKEN_FIELDS) if d in by_day else None for d in days
-        ]
+        totals = [sum(by_day[d][c] for c in TOKEN_FIELDS) if d in by_day else None for d in days]
         data.append(
             {
                 "type": "bar",
@@ -127,9 +125,7 @@ def reconciliation_figure(rows: list[dict]) -> dict:
                 "<extra>%{fullData.name}</extra>",
             }
         )
-    disagreeing = [
-        sum(row["disagreeing_calls"] for row in rows if row["day"] == d) for d in days
-    ]
+    disagreeing = [sum(row["disagreeing_calls"] for row in rows if row["day"] == d) for d in days]
     if any(disagreeing):
         data.append(
             {
@@ -154,7 +150,10 @@ def reconciliation_figure(rows: list[dict]) -> dict:
                 "title": {"text": "calls disagreeing"},
                 "overlaying": "y",
                 "side": "right",
-                "rangemode": "tozero",
+                # Whole calls: integer ticks, from 0 to a little above the largest count.
+                "range": [0, max(disagreeing, default=0) * 1.25 + 1],
+                "dtick": max(1, -(-max(disagreeing, default=0) // 4)),
+                "tickformat": ",d",
                 "showgrid": False,
             },
             margin={"l": 70, "r": 70, "t": 50, "b": 60},

@@ -227,14 +227,22 @@ def _sources_context(result) -> dict:
         "result": result,
         "compared": len(result.by_source) > 1,
         "totals": [
-            {"source": source, **counts, "calls": result.by_source.get(source, 0),
-             "cost_usd": result.cost_usd.get(source)}
+            {
+                "source": source,
+                **counts,
+                "calls": result.by_source.get(source, 0),
+                "cost_usd": result.cost_usd.get(source),
+            }
             for source, counts in result.totals.items()
         ],  # fmt: skip
         "disagreements": [
-            {"d": d, "label": FIELD_LABELS.get(d.field, d.field),
-             "transcript": d.values.get("transcript"), "span": d.values.get("span"),
-             "event": d.values.get("event")}
+            {
+                "d": d,
+                "label": FIELD_LABELS.get(d.field, d.field),
+                "transcript": d.values.get("transcript"),
+                "span": d.values.get("span"),
+                "event": d.values.get("event"),
+            }
             for d in result.disagreements
         ],  # fmt: skip
     }

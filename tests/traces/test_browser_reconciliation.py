@@ -47,5 +47,8 @@ def test_reconciliation_page_shows_the_days_sources(
     assert names == ["transcript", "event", "calls with a disagreement"]
     for width in (1280, 1920):
         page.set_viewport_size({"width": width, "height": 900})
-        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        page.reload()
+        page.locator("#reconciliation-chart.js-plotly-plot").wait_for()
         screenshot(f"reconciliation-{width}")
+        overflow = "document.documentElement.scrollWidth - window.innerWidth"
+        assert page.evaluate(overflow) <= 0

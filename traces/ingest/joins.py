@@ -94,11 +94,26 @@ def calls_matching(
     return found
 
 
+def _columns(by_id: dict[tuple[int, str], int]) -> list[list]:
+    pairs = sorted(by_id.items())
+    return [[s for (s, _), _ in pairs], [i for (_, i), _ in pairs], [c for _, c in pairs]]
+
+
 def events_link(by_id: dict[tuple[int, str], int]) -> int:
     """Link the events not linked yet whose (session, request id) names a call; returns
     how many were linked."""
     if not by_id:
         return 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE traces_telemetryevent e SET call_id = v.call_id "
+                "FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) AS v(session_id, ident, "
+                "call_id) WHERE e.session_id = v.session_id AND e.request_id = v.ident "
+                "AND e.request_id <> '' AND e.call_id IS NULL",
+                _columns(by_id),
+            )
+            return cursor.rowcount
     sessions = sorted({session_pk for session_pk, _ in by_id})
     ids = sorted({ident for _, ident in by_id})
     links: dict[int, int] = {}
@@ -130,6 +145,17 @@ def transcript_calls_join(written: dict[tuple[int, str], int]) -> set[int]:
     sessions = sorted({session_pk for session_pk, _ in by_id})
     ids = sorted({ident for _, ident in by_id})
     merges: dict[int, int] = {}  # span-only call -> transcript call
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.id, v.call_id FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) "
+                "AS v(session_id, ident, call_id) JOIN traces_call c ON "
+                "c.session_id = v.session_id AND c.key = v.ident "
+                "WHERE c.source_line IS NULL AND c.id <> v.call_id",
+                _columns(by_id),
+            )
+            merges = dict(cursor.fetchall())
+        ids = []
     for chunk in _chunks(ids):
         for pk, session_pk, key in Call.objects.filter(
             session_id__in=sessions, key__in=chunk, source_line__isnull=True
