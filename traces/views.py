@@ -234,7 +234,7 @@ def _sources_context(result) -> dict:
                 "cost_usd": result.cost_usd.get(source),
             }
             for source, counts in result.totals.items()
-        ],  # fmt: skip
+        ],
         "disagreements": [
             {
                 "d": d,
@@ -244,7 +244,7 @@ def _sources_context(result) -> dict:
                 "event": d.values.get("event"),
             }
             for d in result.disagreements
-        ],  # fmt: skip
+        ],
     }
 
 
