@@ -163,6 +163,22 @@ def send_spans(live_server, token, reference):
     provider.shutdown()
 
 
+def send_compacted_span(live_server, token, at: int):
+    """A GenAI span marking the compaction (`gen_ai.conversation.compacted`), no usage."""
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Bearer {token}"}
+    )
+    provider = TracerProvider(resource=Resource.create(RESOURCE))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    span = provider.get_tracer("t").start_span(
+        "compact",
+        start_time=at * 10**9,
+        attributes={"session.id": SESSION, "gen_ai.conversation.compacted": True},
+    )
+    span.end(end_time=(at + 30) * 10**9)
+    provider.shutdown()
+
+
 def session():
     return Session.objects.get(harness="claude-code", external_id=SESSION)
 
@@ -289,10 +305,14 @@ def test_the_boundary_and_the_compaction_event_are_one_compaction(
     if event_first:
         send_events(live_server, token, reference, compaction=compaction)
         assert Compaction.objects.get().key.startswith("event:")
+        send_compacted_span(live_server, token, T0 + 2 * 10 - 6)
+        assert Compaction.objects.count() == 1  # the span joins the event's compaction
         transcript(lines)
     else:
         transcript(lines)
         send_events(live_server, token, reference, compaction=compaction)
+        send_compacted_span(live_server, token, T0 + 2 * 10 - 6)
+    assert Session.objects.count() == 1
     stored = Compaction.objects.get()
     assert stored.key == "boundary:boundary-0002"
     assert (stored.trigger, stored.pre_tokens, stored.duration_ms, stored.success) == (
@@ -301,9 +321,10 @@ def test_the_boundary_and_the_compaction_event_are_one_compaction(
         31_000,
         True,
     )
-    assert stored.sources == "event transcript"
+    assert stored.sources == "event span transcript"
     before = stored_state()
     send_events(live_server, token, reference, compaction=compaction)
+    send_compacted_span(live_server, token, T0 + 2 * 10 - 6)
     transcript(lines)
     assert stored_state() == before
     assert Compaction.objects.get().duration_ms == 31_000
