@@ -52,3 +52,19 @@ def test_reconciliation_page_shows_the_days_sources(
         screenshot(f"reconciliation-{width}")
         overflow = "document.documentElement.scrollWidth - window.innerWidth"
         assert page.evaluate(overflow) <= 0
+
+    # The session's page lists the call, the field and each source's value.
+    from traces.models import Session
+
+    session = Session.objects.get(workspace=workspace, harness="claude-code")
+    page.goto(f"{page.base_url}/w/{workspace.slug}/traces/sessions/{session.pk}/#sources")
+    row = page.get_by_test_id("sources-disagreements").locator("tbody tr")
+    assert row.count() == 1
+    cells = row.first.locator("td").all_inner_texts()
+    assert cells[3:] == ["output", f"{reference[planted]['output_tokens']:,}", "–", "9,999"]
+    for width in (1280, 1920):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.reload()
+        page.get_by_test_id("sources-summary").scroll_into_view_if_needed()
+        screenshot(f"session-sources-{width}", full_page=False)
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
