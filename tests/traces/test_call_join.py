@@ -287,6 +287,8 @@ def test_spans_and_the_transcript_are_one_call(live_server, token, transcript, s
     for source in CallSource.objects.all():
         expected = reference[source.key]
         assert {f: getattr(source, f) for f in expected} == expected
+    # The folded span-only calls are gone from the session's totals too.
+    assert session().call_count == 5
     result = session_reconciliation(session=session())
     assert result.by_source == {"transcript": 5, "span": 5, "event": 5}
     assert result.disagreements == [] and result.single_source == []

@@ -33,6 +33,8 @@ CHUNK = 500  # ids per IN list (SQLite caps the variables of a statement)
 COMPACTION_WINDOW = timedelta(seconds=120)
 PRE_TOKENS_TOLERANCE = 0.15  # the event's pre_tokens are approximate
 MIN_ID_LENGTH = 8  # shorter key parts (a line number, "uuid") are not ids
+# The parsers' key prefixes: words, not ids.
+KEY_PREFIXES = frozenset({"response", "uuid", "line", "span", "boundary", "summary", "compacted"})
 
 
 def key_ids(key: str) -> set[str]:
@@ -40,7 +42,11 @@ def key_ids(key: str) -> set[str]:
     parts = key.split(":")
     if len(parts) < 2:
         return set()
-    return {part for part in (parts[0], parts[-1]) if len(part) >= MIN_ID_LENGTH}
+    return {
+        part
+        for part in (parts[0], parts[-1])
+        if len(part) >= MIN_ID_LENGTH and part not in KEY_PREFIXES
+    }
 
 
 def _chunks(items: list, size: int = CHUNK):
