@@ -102,22 +102,19 @@ def context_timeline(
 SOURCE_COLOURS = {"transcript": "#2b6cb0", "span": "#6b46c1", "event": "#c05621"}
 
 
-def reconciliation_figure(rows: list[dict]) -> dict:
-    """Tokens by day as each source counted them (bars side by side), and the calls another
-    source disagrees with (markers, right axis). `rows`: the selector's day/source rows."""
-    days = sorted({row["day"] for row in rows})
-    labels = [day.isoformat() for day in days]
-    data = []
+def _source_bars(rows: list[dict], days: list, labels: list[str]) -> list[dict]:
+    bars = []
     for source in ("transcript", "span", "event"):
         by_day = {row["day"]: row for row in rows if row["source"] == source}
         if not by_day:
             continue
-        totals = [sum(by_day[d][c] for c in TOKEN_FIELDS) if d in by_day else None for d in days]
-        data.append(
+        bars.append(
             {
                 "type": "bar",
                 "x": labels,
-                "y": totals,
+                "y": [
+                    sum(by_day[d][c] for c in TOKEN_FIELDS) if d in by_day else None for d in days
+                ],
                 "name": source,
                 "marker": {"color": SOURCE_COLOURS[source]},
                 "customdata": [by_day[d]["calls"] if d in by_day else 0 for d in days],
@@ -125,8 +122,18 @@ def reconciliation_figure(rows: list[dict]) -> dict:
                 "<extra>%{fullData.name}</extra>",
             }
         )
+    return bars
+
+
+def reconciliation_figure(rows: list[dict]) -> dict:
+    """Tokens by day as each source counted them (bars side by side), and the calls another
+    source disagrees with (markers, right axis). `rows`: the selector's day/source rows."""
+    days = sorted({row["day"] for row in rows})
+    labels = [day.isoformat() for day in days]
+    data = _source_bars(rows, days, labels)
     disagreeing = [sum(row["disagreeing_calls"] for row in rows if row["day"] == d) for d in days]
-    if any(disagreeing):
+    most = max(disagreeing, default=0)
+    if most:
         data.append(
             {
                 "type": "scatter",
@@ -151,8 +158,8 @@ def reconciliation_figure(rows: list[dict]) -> dict:
                 "overlaying": "y",
                 "side": "right",
                 # Whole calls: integer ticks, from 0 to a little above the largest count.
-                "range": [0, max(disagreeing, default=0) * 1.25 + 1],
-                "dtick": max(1, -(-max(disagreeing, default=0) // 4)),
+                "range": [0, most * 1.25 + 1],
+                "dtick": max(1, -(-most // 4)),
                 "tickformat": ",d",
                 "showgrid": False,
             },

@@ -13,6 +13,7 @@ Every function here works on a whole batch with a fixed number of statements.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import connection
@@ -247,6 +248,92 @@ def _add_source(compaction: Compaction, source: str) -> None:
     compaction.sources = " ".join(sorted(names))
 
 
+@dataclass
+class _Plan:
+    folded: dict[int, int] = field(default_factory=dict)  # compaction -> the one it folds into
+    dirty: dict[int, Compaction] = field(default_factory=dict)
+    created: list[Compaction] = field(default_factory=list)
+    changed_sessions: set[int] = field(default_factory=set)
+
+
+def _event_fields(event: TelemetryEvent) -> dict:
+    attrs = event.attributes or {}
+    trigger = str(attrs.get("trigger") or "unknown")
+    return {
+        "trigger": trigger if trigger in ("auto", "manual") else "unknown",
+        "pre_tokens": _int_or_none(attrs.get("pre_tokens")),
+        "post_tokens": _int_or_none(attrs.get("post_tokens")),
+        "success": _truthy(attrs.get("success")),
+        "error": str(attrs.get("error") or "")[:10_000],
+    }
+
+
+def _fold_spans(transcript: list[Compaction], spans: list[Compaction], plan: _Plan) -> list:
+    """Span compactions fold into the transcript's; returns what events may join: the
+    transcript's compactions and the spans no transcript compaction took."""
+    anchors = list(transcript)
+    used: set[int] = set()
+    for span in spans:
+        match = _nearest(transcript, used, span.timestamp, span.trigger, span.pre_tokens)
+        if match is None:
+            anchors.append(span)
+            continue
+        used.add(match.pk)
+        plan.folded[span.pk] = match.pk
+        before = match.sources
+        _add_source(match, "span")
+        if match.sources != before:
+            plan.dirty[match.pk] = match
+    return anchors
+
+
+def _join_event(event, anchors, used, mine, plan: _Plan, workspace_id: int) -> None:
+    """One compaction event: onto the compaction it matches (folding in the compaction
+    made of it alone, if any), else a compaction of its own."""
+    fields = _event_fields(event)
+    match = _nearest(anchors, used, event.timestamp, fields["trigger"], fields["pre_tokens"])
+    if match is None:
+        if mine is None:
+            agent = Agent.objects.get_or_create(
+                workspace_id=workspace_id, session_id=event.session_id, external_id="main"
+            )[0]
+            plan.created.append(
+                Compaction(
+                    workspace_id=workspace_id, session_id=event.session_id, agent=agent,
+                    key=f"event:{event.key}", timestamp=event.timestamp,
+                    duration_ms=event.duration_ms, sources="event", **fields,
+                )
+            )  # fmt: skip
+            plan.changed_sessions.add(event.session_id)
+        return
+    used.add(match.pk)
+    if mine is not None:
+        plan.folded[mine.pk] = match.pk
+    before = (match.duration_ms, match.success, match.error, match.sources)
+    if match.duration_ms is None:
+        match.duration_ms = event.duration_ms
+    match.success, match.error = fields["success"], fields["error"]
+    _add_source(match, "event")
+    if (match.duration_ms, match.success, match.error, match.sources) != before:
+        plan.dirty[match.pk] = match
+
+
+def _apply(plan: _Plan) -> None:
+    for chunk in _chunks(sorted(plan.folded)):
+        mapping = {pk: plan.folded[pk] for pk in chunk}
+        HookEvent.objects.filter(compaction_id__in=chunk).update(
+            compaction_id=_case(mapping, "compaction_id")
+        )
+        Compaction.objects.filter(pk__in=chunk).delete()
+    survivors = [c for pk, c in plan.dirty.items() if pk not in plan.folded]
+    if survivors:
+        Compaction.objects.bulk_update(
+            survivors, ["duration_ms", "success", "error", "sources"], batch_size=CHUNK
+        )
+    if plan.created:
+        Compaction.objects.bulk_create(plan.created, ignore_conflicts=True)
+
+
 def compactions_join(*, workspace_id: int, session_ids) -> set[int]:
     """Make the compactions of these sessions one per event: a span's or an event's
     compaction within COMPACTION_WINDOW of a transcript's, with the same trigger (or an
@@ -256,8 +343,6 @@ def compactions_join(*, workspace_id: int, session_ids) -> set[int]:
     arrives. Running it again changes nothing. Returns the sessions whose compactions
     were added or removed."""
     session_ids = sorted(set(session_ids))
-    if not session_ids:
-        return set()
     events = list(
         TelemetryEvent.objects.filter(
             session_id__in=session_ids, name="claude_code.compaction"
@@ -268,88 +353,22 @@ def compactions_join(*, workspace_id: int, session_ids) -> set[int]:
             "timestamp", "id"
         )
     )
-    if not events and not any(compaction_source(c.key) != "transcript" for c in compactions):
+    if not events and all(compaction_source(c.key) == "transcript" for c in compactions):
         return set()
-    by_session: dict[int, list[Compaction]] = {}
-    for compaction in compactions:
-        by_session.setdefault(compaction.session_id, []).append(compaction)
-    events_by_session: dict[int, list[TelemetryEvent]] = {}
-    for event in events:
-        events_by_session.setdefault(event.session_id, []).append(event)
-    changed_sessions: set[int] = set()
-    folded: dict[int, int] = {}  # compaction -> the one it folds into
-    dirty: dict[int, Compaction] = {}
-    created: list[Compaction] = []
+    plan = _Plan()
     for session_pk in session_ids:
-        own = by_session.get(session_pk, [])
-        transcript = [c for c in own if compaction_source(c.key) == "transcript"]
-        spans = [c for c in own if compaction_source(c.key) == "span"]
-        from_events = {c.key: c for c in own if compaction_source(c.key) == "event"}
-        anchors = list(transcript)
+        own = [c for c in compactions if c.session_id == session_pk]
+        kinds = {"transcript": [], "span": [], "event": []}
+        for compaction in own:
+            kinds[compaction_source(compaction.key)].append(compaction)
+        anchors = _fold_spans(kinds["transcript"], kinds["span"], plan)
+        from_events = {c.key: c for c in kinds["event"]}
         used: set[int] = set()
-        for span in spans:
-            match = _nearest(transcript, used, span.timestamp, span.trigger, span.pre_tokens)
-            if match is None:
-                anchors.append(span)
-                continue
-            used.add(match.pk)
-            folded[span.pk] = match.pk
-            before = match.sources
-            _add_source(match, "span")
-            if match.sources != before:
-                dirty[match.pk] = match
-        used = set()
-        for event in events_by_session.get(session_pk, []):
-            attrs = event.attributes or {}
-            trigger = str(attrs.get("trigger") or "unknown")
-            trigger = trigger if trigger in ("auto", "manual") else "unknown"
-            pre = _int_or_none(attrs.get("pre_tokens"))
-            post = _int_or_none(attrs.get("post_tokens"))
-            own_key = f"event:{event.key}"
-            mine = from_events.get(own_key)
-            match = _nearest(anchors, used, event.timestamp, trigger, pre)
-            fields = {
-                "success": _truthy(attrs.get("success")),
-                "error": str(attrs.get("error") or "")[:10_000],
-            }
-            if match is None:
-                if mine is None:
-                    agent = Agent.objects.get_or_create(
-                        workspace_id=workspace_id, session_id=session_pk, external_id="main"
-                    )[0]
-                    created.append(
-                        Compaction(
-                            workspace_id=workspace_id, session_id=session_pk, agent=agent,
-                            key=own_key, timestamp=event.timestamp, trigger=trigger,
-                            pre_tokens=pre, post_tokens=post, duration_ms=event.duration_ms,
-                            sources="event", **fields,
-                        )
-                    )  # fmt: skip
-                continue
-            used.add(match.pk)
-            if mine is not None:
-                folded[mine.pk] = match.pk
-            before = (match.duration_ms, match.success, match.error, match.sources)
-            if match.duration_ms is None:
-                match.duration_ms = event.duration_ms
-            match.success, match.error = fields["success"], fields["error"]
-            _add_source(match, "event")
-            if (match.duration_ms, match.success, match.error, match.sources) != before:
-                dirty[match.pk] = match
-        if any(c.pk in folded for c in own) or any(c.session_id == session_pk for c in created):
-            changed_sessions.add(session_pk)
-    if folded:
-        for chunk in _chunks(sorted(folded)):
-            mapping = {pk: folded[pk] for pk in chunk}
-            HookEvent.objects.filter(compaction_id__in=chunk).update(
-                compaction_id=_case(mapping, "compaction_id")
-            )
-            Compaction.objects.filter(pk__in=chunk).delete()
-    survivors = [c for pk, c in dirty.items() if pk not in folded]
-    if survivors:
-        Compaction.objects.bulk_update(
-            survivors, ["duration_ms", "success", "error", "sources"], batch_size=CHUNK
-        )
-    if created:
-        Compaction.objects.bulk_create(created, ignore_conflicts=True)
-    return changed_sessions
+        for event in events:
+            if event.session_id == session_pk:
+                mine = from_events.get(f"event:{event.key}")
+                _join_event(event, anchors, used, mine, plan, workspace_id)
+        if any(c.pk in plan.folded for c in own):
+            plan.changed_sessions.add(session_pk)
+    _apply(plan)
+    return plan.changed_sessions

@@ -141,17 +141,7 @@ class BatchWriter:
                     self._store_texts(inserted, updated, texts)
                 if late:
                     self._merge_late_texts(late, inserted, updated, texts)
-            # Other sources of these calls (spans, events) may be stored already, in
-            # sessions this loader did not create: join them.
-            transcript = {(r[1], r[3]) for r in rows if r[17] is not None}
-            written = {
-                name: pk
-                for name, pk in inserted
-                if name in transcript and name[0] not in self._new_sessions
-            }
-            if written:
-                with transaction.atomic():
-                    self.touched_sessions |= transcript_calls_join(written)
+            self._join_other_sources(rows, inserted)
             added = {key for key, _ in inserted}
             replaced = {key: old for key, _, old in updated}
             summary = self.summary
@@ -170,6 +160,19 @@ class BatchWriter:
                 summary.output += row[11] - old[3]
         if compactions:
             self._upsert_compactions(compactions)
+
+    def _join_other_sources(self, rows: list[tuple], inserted: list) -> None:
+        """Other sources of these transcript calls (spans, events) may be stored already,
+        in sessions this loader did not create: join them."""
+        transcript = {(r[1], r[3]) for r in rows if r[17] is not None}
+        written = {
+            name: pk
+            for name, pk in inserted
+            if name in transcript and name[0] not in self._new_sessions
+        }
+        if written:
+            with transaction.atomic():
+                self.touched_sessions |= transcript_calls_join(written)
 
     def _copy_new_calls(self, rows: list[tuple], texts: dict) -> tuple[list, list]:
         """Sessions this loader created cannot hold these keys yet: COPY straight into the
