@@ -136,9 +136,23 @@ def session_reconciliation(*, session: Session, limit: int = 500):
     """Each call of the session with the counts of every source that saw it (the
     transcript's on the Call, a span's CallSource, a linked api_request event), and the
     events that name no stored call; compared by `traces.analysis.reconciliation`."""
-    from traces.analysis.reconciliation import CallSources, SourceCounts, reconcile
+    from traces.analysis.reconciliation import (
+        CallSources,
+        Reconciliation,
+        SourceCounts,
+        reconcile,
+    )
     from traces.models import CallSource, TelemetryEvent
 
+    events = TelemetryEvent.objects.filter(session=session, name__in=RECONCILED_EVENTS).exclude(
+        input_tokens=None, output_tokens=None
+    )
+    if not events.exists() and not CallSource.objects.filter(session=session).exists():
+        # One source at most: nothing to compare, and no need to read every call.
+        transcript = Call.objects.filter(session=session, source_line__isnull=False).count()
+        return Reconciliation(
+            calls=transcript, by_source={"transcript": transcript} if transcript else {}
+        )
     calls: dict[int, CallSources] = {}
     columns = ("id", "key", "session_index", "timestamp", "model", "source_line", *_COUNT_COLUMNS)
     for row in Call.objects.filter(session=session).order_by("session_index").values(*columns):
@@ -160,11 +174,8 @@ def session_reconciliation(*, session: Session, limit: int = 500):
                 row["model"], row["cost_usd"],
             )  # fmt: skip
     orphans = []
-    events = (
-        TelemetryEvent.objects.filter(session=session, name__in=RECONCILED_EVENTS)
-        .exclude(input_tokens=None, output_tokens=None)
-        .order_by("timestamp", "id")
-        .values("call_id", "key", "request_id", "timestamp", "model", "cost_usd", *_COUNT_COLUMNS)
+    events = events.order_by("timestamp", "id").values(
+        "call_id", "key", "request_id", "timestamp", "model", "cost_usd", *_COUNT_COLUMNS
     )
     for row in events:
         counts = SourceCounts(
