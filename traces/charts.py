@@ -97,3 +97,76 @@ def context_timeline(
         ),
     }
     return figure_dict(figure), downsampled
+
+
+SOURCE_COLOURS = {"transcript": "#2b6cb0", "span": "#6b46c1", "event": "#c05621"}
+
+
+def _source_bars(rows: list[dict], days: list, labels: list[str]) -> list[dict]:
+    bars = []
+    for source in ("transcript", "span", "event"):
+        by_day = {row["day"]: row for row in rows if row["source"] == source}
+        if not by_day:
+            continue
+        bars.append(
+            {
+                "type": "bar",
+                "x": labels,
+                "y": [
+                    sum(by_day[d][c] for c in TOKEN_FIELDS) if d in by_day else None for d in days
+                ],
+                "name": source,
+                "marker": {"color": SOURCE_COLOURS[source]},
+                "customdata": [by_day[d]["calls"] if d in by_day else 0 for d in days],
+                "hovertemplate": "%{x}: %{y:,} tokens in %{customdata:,} calls"
+                "<extra>%{fullData.name}</extra>",
+            }
+        )
+    return bars
+
+
+def reconciliation_figure(rows: list[dict]) -> dict:
+    """Tokens by day as each source counted them (bars side by side), and the calls another
+    source disagrees with (markers, right axis). `rows`: the selector's day/source rows."""
+    days = sorted({row["day"] for row in rows})
+    labels = [day.isoformat() for day in days]
+    data = _source_bars(rows, days, labels)
+    disagreeing = [sum(row["disagreeing_calls"] for row in rows if row["day"] == d) for d in days]
+    most = max(disagreeing, default=0)
+    if most:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": labels,
+                "y": disagreeing,
+                "yaxis": "y2",
+                "name": "calls with a disagreement",
+                "marker": {"symbol": "x", "size": 11, "color": "#a4262c"},
+                "hovertemplate": "%{x}: %{y:,} calls<extra>disagreeing</extra>",
+            }
+        )
+    figure = {
+        "data": data,
+        "layout": base_layout(
+            height=360,
+            barmode="group",
+            xaxis={"title": {"text": "day (UTC)"}, "type": "category"},
+            yaxis={"title": {"text": "tokens"}, "rangemode": "tozero", **TOKEN_AXIS},
+            yaxis2={
+                "title": {"text": "calls disagreeing"},
+                "overlaying": "y",
+                "side": "right",
+                # Whole calls: integer ticks, from 0 to a little above the largest count.
+                "range": [0, most * 1.25 + 1],
+                "dtick": max(1, -(-most // 4)),
+                "tickformat": ",d",
+                "showgrid": False,
+            },
+            margin={"l": 70, "r": 70, "t": 50, "b": 60},
+        ),
+    }
+    return figure_dict(figure)
+
+
+TOKEN_FIELDS = ("input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens")

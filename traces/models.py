@@ -427,6 +427,20 @@ class Compaction(WorkspaceOwned):
     compact_summary = models.TextField(
         blank=True, help_text="The summary text, as Claude Code's PostCompact hook reported it."
     )
+    success = models.BooleanField(
+        null=True, blank=True, help_text="Whether it succeeded (the claude_code.compaction event)."
+    )
+    error = models.TextField(
+        blank=True, default="", db_default="", help_text="The compaction event's error, if any."
+    )
+    sources = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Space-separated sources joined into it: transcript, event, span ('' before "
+        "any join: the source its key names).",
+    )
 
     class Meta:
         ordering = ["session_id", "timestamp", "id"]
@@ -438,6 +452,52 @@ class Compaction(WorkspaceOwned):
 
     def __str__(self) -> str:
         return f"compaction {self.pre_tokens}→{self.post_tokens}"
+
+
+class CallSourceKind(models.TextChoices):
+    TRANSCRIPT = "transcript"
+    SPAN = "span"
+    EVENT = "event"
+
+
+class CallSource(WorkspaceOwned):
+    """An OTLP span's own counts for a call. A call read from a transcript keeps the
+    transcript's counts on the Call row, and an `api_request` event its own on the
+    TelemetryEvent (linked by `call`); a span that describes a call seen elsewhere adds no
+    Call, only this row, so each source's counts stay side by side (the reconciliation)."""
+
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="call_sources", db_index=False
+    )
+    call = models.ForeignKey(
+        Call, on_delete=models.CASCADE, related_name="sources", db_constraint=False
+    )
+    source = models.CharField(
+        max_length=12, choices=CallSourceKind.choices, default=CallSourceKind.SPAN
+    )
+    key = models.CharField(max_length=300, help_text="The source's own id (response id).")
+    timestamp = models.DateTimeField()
+    model = models.CharField(max_length=200, blank=True)
+    input_tokens = models.PositiveBigIntegerField(default=0, help_text="Uncached input.")
+    cache_creation_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=8, null=True, blank=True)
+
+    class Meta:
+        ordering = ["session_id", "timestamp", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "source", "key"], name="call_source_unique_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} {self.key} of call {self.call_id}"
 
 
 class TaskType(models.TextChoices):
@@ -591,7 +651,8 @@ class TelemetryEvent(WorkspaceOwned):
         db_constraint=False,
         db_index=False,
         related_name="+",
-        help_text="The call with the same request id in the same session, if known on arrival.",
+        help_text="The call with the same request id in the same session, linked on arrival "
+        "or when the call arrives.",
     )
     key = models.CharField(max_length=32, help_text="Digest of name, time and attributes.")
     name = models.CharField(max_length=100)

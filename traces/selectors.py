@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC
 
 from django.db.models import QuerySet
 from django.http import Http404
@@ -420,3 +421,131 @@ def _repeat_the_suggestion(answer: dict, facts: _HookFacts, *, workspace, extern
         reason=(answer["reason"] + " " if answer["reason"] else "")
         + "The compaction just made was above the qualified ECL.",
     )
+
+
+# --- reconciliation: one call, many sources -----------------------------------------------
+
+RECONCILED_EVENTS = ("claude_code.api_request", "codex.sse_event")
+_COUNT_COLUMNS = ("input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens")
+
+
+def session_reconciliation(*, session: Session, limit: int = 500):
+    """Each call of the session with the counts of every source that saw it (the
+    transcript's on the Call, a span's CallSource, a linked api_request event), and the
+    events that name no stored call; compared by `traces.analysis.reconciliation`."""
+    from traces.analysis.reconciliation import (
+        CallSources,
+        Reconciliation,
+        SourceCounts,
+        reconcile,
+    )
+    from traces.models import CallSource, TelemetryEvent
+
+    events = TelemetryEvent.objects.filter(session=session, name__in=RECONCILED_EVENTS).exclude(
+        input_tokens=None, output_tokens=None
+    )
+    if not events.exists() and not CallSource.objects.filter(session=session).exists():
+        # One source at most: nothing to compare, and no need to read every call.
+        transcript = Call.objects.filter(session=session, source_line__isnull=False).count()
+        return Reconciliation(
+            calls=transcript, by_source={"transcript": transcript} if transcript else {}
+        )
+    calls: dict[int, CallSources] = {}
+    columns = ("id", "key", "session_index", "timestamp", "model", "source_line", *_COUNT_COLUMNS)
+    for row in Call.objects.filter(session=session).order_by("session_index").values(*columns):
+        entry = calls[row["id"]] = CallSources(
+            row["id"], row["key"], row["session_index"], row["timestamp"]
+        )
+        if row["source_line"] is not None:
+            entry.sources["transcript"] = SourceCounts(
+                "transcript", row["key"], row["timestamp"],
+                {c: row[c] for c in _COUNT_COLUMNS}, row["model"],
+            )  # fmt: skip
+    for row in CallSource.objects.filter(session=session).values(
+        "call_id", "key", "timestamp", "model", "cost_usd", *_COUNT_COLUMNS
+    ):
+        entry = calls.get(row["call_id"])
+        if entry is not None and "span" not in entry.sources:
+            entry.sources["span"] = SourceCounts(
+                "span", row["key"], row["timestamp"], {c: row[c] for c in _COUNT_COLUMNS},
+                row["model"], row["cost_usd"],
+            )  # fmt: skip
+    orphans = []
+    events = events.order_by("timestamp", "id").values(
+        "call_id", "key", "request_id", "timestamp", "model", "cost_usd", *_COUNT_COLUMNS
+    )
+    for row in events:
+        counts = SourceCounts(
+            "event", row["request_id"] or row["key"], row["timestamp"],
+            {c: row[c] for c in _COUNT_COLUMNS}, row["model"], row["cost_usd"],
+        )  # fmt: skip
+        entry = calls.get(row["call_id"]) if row["call_id"] else None
+        if entry is None:
+            orphan = CallSources(None, counts.key, None, row["timestamp"])
+            orphan.sources["event"] = counts
+            orphans.append(orphan)
+        elif "event" not in entry.sources:
+            entry.sources["event"] = counts
+    return reconcile([*calls.values(), *orphans], limit=limit)
+
+
+def workspace_reconciliation_days(*, workspace: Workspace, days: int = 90) -> list[dict]:
+    """Totals by day (UTC) and source over the last `days` days: calls, token counts, cost
+    where the source gives it, and how many of the day's calls another source disagrees
+    with (a span's or an event's count that differs from the call's)."""
+    from datetime import timedelta
+
+    from django.db.models import Count, F, Q, Sum
+    from django.db.models.functions import TruncDate
+    from django.utils import timezone
+
+    from traces.models import CallSource, TelemetryEvent
+
+    since = timezone.now() - timedelta(days=days)
+    sums = {c: Sum(c) for c in _COUNT_COLUMNS}
+    found: dict[tuple, dict] = {}
+
+    def collect(source, queryset, time_field, with_cost):
+        extra = {"cost_usd": Sum("cost_usd")} if with_cost else {}
+        rows = (
+            queryset.filter(**{f"{time_field}__gte": since})
+            .annotate(day=TruncDate(time_field, tzinfo=UTC))
+            .values("day")
+            .annotate(calls=Count("id"), **sums, **extra)
+        )
+        for row in rows:
+            found[(row["day"], source)] = {
+                "day": row["day"], "source": source, "calls": row["calls"],
+                **{c: row[c] or 0 for c in _COUNT_COLUMNS},
+                "cost_usd": row.get("cost_usd"), "disagreeing_calls": 0,
+            }  # fmt: skip
+
+    collect("transcript", Call.objects.filter(workspace=workspace, source_line__isnull=False),
+            "timestamp", False)  # fmt: skip
+    collect("span", CallSource.objects.filter(workspace=workspace), "timestamp", True)
+    events = TelemetryEvent.objects.filter(workspace=workspace, name__in=RECONCILED_EVENTS).exclude(
+        input_tokens=None, output_tokens=None
+    )
+    collect("event", events, "timestamp", True)
+
+    def differs():
+        condition = Q()
+        for c in _COUNT_COLUMNS:
+            condition |= Q(**{f"{c}__isnull": False}) & ~Q(**{c: F(f"call__{c}")})
+        return condition
+
+    for source, queryset in (
+        ("span", CallSource.objects.filter(workspace=workspace, call__source_line__isnull=False)),
+        ("event", events.filter(call__isnull=False)),
+    ):
+        rows = (
+            queryset.filter(differs(), call__timestamp__gte=since)
+            .annotate(day=TruncDate("call__timestamp", tzinfo=UTC))
+            .values("day")
+            .annotate(n=Count("call_id", distinct=True))
+        )
+        for row in rows:
+            if (row["day"], source) in found:
+                found[(row["day"], source)]["disagreeing_calls"] = row["n"]
+    order = {"transcript": 0, "span": 1, "event": 2}
+    return sorted(found.values(), key=lambda r: (r["day"], order[r["source"]]), reverse=False)

@@ -14,7 +14,7 @@ from governance.views import WorkspaceListView, WorkspaceTemplateView
 from specs.selectors.survival import session_survival_context
 from traces import selectors
 from traces.analysis import task_types
-from traces.charts import AgentSeries, CompactionMark, context_timeline
+from traces.charts import AgentSeries, CompactionMark, context_timeline, reconciliation_figure
 from traces.filters import SessionFilter
 from traces.forms import HookPolicyForm, TelemetryPolicyForm, UploadForm
 from traces.models import AgentKind, UploadSource
@@ -116,6 +116,7 @@ class SessionDetailView(WorkspaceTemplateView):
             uploads=selectors.session_uploads(session=session),
             cost=cost,
             **session_survival_context(session=session, membership=self.membership),
+            sources=_sources_context(selectors.session_reconciliation(session=session, limit=50)),
         )
         return render(request, self.template_name, context)
 
@@ -262,3 +263,76 @@ class HookSettingsView(WorkspaceTemplateView):
                 messages.success(request, "Hook policy saved.")
                 return redirect("traces:hook_settings", self.workspace.slug)
         return render(request, self.template_name, self.get_context_data(form=form), status=400)
+
+
+FIELD_LABELS = {
+    "input_tokens": "input",
+    "cache_creation_tokens": "cache write",
+    "cache_read_tokens": "cache read",
+    "output_tokens": "output",
+}
+
+
+def _sources_context(result) -> dict:
+    """The reconciliation, shaped for the session page: rows with labelled fields."""
+    return {
+        "result": result,
+        "compared": len(result.by_source) > 1,
+        "totals": [
+            {
+                "source": source,
+                **counts,
+                "calls": result.by_source.get(source, 0),
+                "cost_usd": result.cost_usd.get(source),
+            }
+            for source, counts in result.totals.items()
+        ],
+        "disagreements": [
+            {
+                "d": d,
+                "label": FIELD_LABELS.get(d.field, d.field),
+                "transcript": d.values.get("transcript"),
+                "span": d.values.get("span"),
+                "event": d.values.get("event"),
+            }
+            for d in result.disagreements
+        ],
+    }
+
+
+class ReconciliationView(WorkspaceTemplateView):
+    """Tokens by day and source (transcripts, OTLP spans, api_request events) with the
+    calls whose sources disagree."""
+
+    template_name = "traces/reconciliation.html"
+    day_choices = (30, 90, 365, 3650)
+
+    def get_context_data(self, **kwargs):
+        try:
+            self.days = min(max(int(self.request.GET.get("days", 90)), 1), 3650)
+        except ValueError:
+            self.days = 90
+        rows = selectors.workspace_reconciliation_days(workspace=self.workspace, days=self.days)
+        by_day: dict = {}
+        for row in rows:
+            row["total"] = sum(row[c] for c in FIELD_LABELS)
+            by_day.setdefault(row["day"], {})[row["source"]] = row
+        for row in rows:
+            reference = by_day[row["day"]].get("transcript")
+            if row["source"] != "transcript" and reference and reference["total"]:
+                row["difference"] = (row["total"] - reference["total"]) / reference["total"]
+            else:
+                row["difference"] = None
+            row["disagreeing_share"] = (
+                row["disagreeing_calls"] / row["calls"] if row["calls"] else None
+            )
+        has_telemetry = any(row["source"] != "transcript" for row in rows)
+        return super().get_context_data(
+            rows=sorted(rows, key=lambda r: r["day"], reverse=True),
+            figure=reconciliation_figure(rows) if has_telemetry else None,
+            has_telemetry=has_telemetry,
+            days=self.days,
+            day_choices=self.day_choices,
+            day_count=len(by_day),
+            **kwargs,
+        )

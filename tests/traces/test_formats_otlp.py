@@ -90,7 +90,9 @@ def test_claude_code_spans_use_anthropic_semantics_and_session_attribute():
         "req_9",
         True,
     )
-    assert list(result.agents) == [("cc-session", "sub-1")]
+    # Claude Code's own spans belong to its session, the one its transcript and events name.
+    assert call.harness == "claude-code"
+    assert list(result.agents) == [("claude-code", "cc-session", "sub-1")]
 
 
 def test_openinference_counts():

@@ -62,7 +62,8 @@ class CompactionSerializer(serializers.ModelSerializer):
         model = Compaction
         fields = [
             "id", "agent", "kind", "timestamp", "trigger", "pre_tokens", "post_tokens", "summary_tokens",
-            "summary_estimated", "duration_ms", "before_call_index", "after_call_index",
+            "summary_estimated", "duration_ms", "before_call_index", "after_call_index", "success",
+            "error", "sources",
         ]  # fmt: skip
 
 
@@ -203,3 +204,56 @@ class HookPolicySerializer(serializers.Serializer):
         data = super().to_representation(instance)
         data["spec"] = instance.spec.slug if instance.spec_id else ""
         return data
+
+
+# --- reconciliation ---------------------------------------------------------------------
+
+
+class SourceTotalsSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField(help_text="Uncached input.")
+    cache_creation_tokens = serializers.IntegerField()
+    cache_read_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+
+
+class DisagreementSerializer(serializers.Serializer):
+    call_id = serializers.IntegerField()
+    key = serializers.CharField(help_text="The call's key (message id:request id, response id).")
+    session_index = serializers.IntegerField(allow_null=True)
+    timestamp = serializers.DateTimeField(allow_null=True)
+    field = serializers.CharField(
+        help_text="input_tokens, cache_creation_tokens, cache_read_tokens or output_tokens."
+    )
+    values = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Each source's value: transcript, span, event."
+    )
+
+
+class SingleSourceSerializer(serializers.Serializer):
+    call_id = serializers.IntegerField(
+        allow_null=True, help_text="Null for an event that names no stored call."
+    )
+    key = serializers.CharField()
+    session_index = serializers.IntegerField(allow_null=True)
+    timestamp = serializers.DateTimeField(allow_null=True)
+    source = serializers.CharField(help_text="transcript, span or event.")
+
+
+class ReconciliationSerializer(serializers.Serializer):
+    calls = serializers.IntegerField(help_text="Calls, plus events that name no stored call.")
+    by_source = serializers.DictField(
+        child=serializers.IntegerField(), help_text="How many of them each source saw."
+    )
+    joined = serializers.IntegerField(help_text="Calls seen by two sources or more.")
+    disagreeing_calls = serializers.IntegerField()
+    disagreements = DisagreementSerializer(many=True)
+    single_source = SingleSourceSerializer(many=True)
+    single_source_total = serializers.IntegerField()
+    totals = serializers.DictField(
+        child=SourceTotalsSerializer(), help_text="Token sums by source."
+    )
+    cost_usd = serializers.DictField(
+        child=serializers.DecimalField(max_digits=20, decimal_places=8),
+        help_text="cost_usd summed by source, where the source gives it (events).",
+    )
+    truncated = serializers.BooleanField(help_text="A list was cut at 500 rows.")

@@ -136,6 +136,25 @@ class SessionViewSet(
             ).data
         )
 
+    @extend_schema(
+        responses=serializers.ReconciliationSerializer,
+        summary="The session's calls as each source saw them",
+        description="A call can be seen by its transcript line, an OTLP span "
+        "(`claude_code.llm_request` or a GenAI span) and a `claude_code.api_request` event; "
+        "they are joined on `requestId` = `request_id` and `message.id` = "
+        "`gen_ai.response.id` within the session. Lists the calls whose sources disagree "
+        "(the field and each source's value), and the calls seen in only one source when "
+        "the session has another source at all; at most 500 rows each.",
+    )
+    @action(detail=True, pagination_class=None)
+    def reconciliation(self, request, pk=None):
+        session = self.get_object()
+        return Response(
+            serializers.ReconciliationSerializer(
+                selectors.session_reconciliation(session=session)
+            ).data
+        )
+
     @extend_schema(responses=serializers.AgentSerializer(many=True), summary="The session's agents")
     @action(detail=True, pagination_class=None)
     def agents(self, request, pk=None):

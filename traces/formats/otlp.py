@@ -38,6 +38,18 @@ from traces.formats.records import (
 
 HARNESS = "otlp"
 
+
+def span_harness(span: Span) -> str:
+    """Claude Code's and Codex's own spans belong to the harness's session (the one its
+    transcript and its events name), other producers' to an `otlp` session."""
+    service = str(span.resource.get("service.name") or "")
+    if span.name.startswith("claude_code.") or service.startswith("claude-code"):
+        return "claude-code"
+    if span.name.startswith("codex.") or service.startswith("codex"):
+        return "codex"
+    return HARNESS
+
+
 INPUT_KEYS_GENAI = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 OUTPUT_KEYS = (
     "gen_ai.usage.output_tokens",
@@ -94,8 +106,8 @@ class Span:
 
 @dataclass
 class OtlpResult:
-    sessions: dict[str, SessionInfo] = field(default_factory=dict)
-    agents: dict[tuple[str, str], AgentInfo] = field(default_factory=dict)
+    sessions: dict[tuple[str, str], SessionInfo] = field(default_factory=dict)
+    agents: dict[tuple[str, str, str], AgentInfo] = field(default_factory=dict)
     calls: list[CallRecord] = field(default_factory=list)
     compactions: list[CompactionRecord] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (span id, reason)
@@ -359,21 +371,22 @@ def normalise(spans: Iterator[Span | tuple[str, str]]) -> OtlpResult:
             )
             continue
         attrs = span.attributes
+        harness = span_harness(span)
         session_id = str(
             _first(attrs, SESSION_KEYS) or _first(span.resource, SESSION_KEYS) or span.trace_id
         )
         agent_id = str(_first(attrs, AGENT_KEYS) or "main")
         parent_agent = attrs.get("parent_agent_id") or attrs.get("gen_ai.agent.parent_id")
-        if session_id not in result.sessions:
-            result.sessions[session_id] = SessionInfo(
-                harness=HARNESS,
+        if (harness, session_id) not in result.sessions:
+            result.sessions[(harness, session_id)] = SessionInfo(
+                harness=harness,
                 external_id=session_id,
                 project=str(span.resource.get("service.name") or ""),
                 harness_version=span.scope_version,
             )
-        if agent_id != "main" and (session_id, agent_id) not in result.agents:
-            result.agents[(session_id, agent_id)] = AgentInfo(
-                harness=HARNESS,
+        if agent_id != "main" and (harness, session_id, agent_id) not in result.agents:
+            result.agents[(harness, session_id, agent_id)] = AgentInfo(
+                harness=harness,
                 session_id=session_id,
                 agent_id=agent_id,
                 parent_agent_id=str(parent_agent) if parent_agent else "main",
@@ -382,7 +395,7 @@ def normalise(spans: Iterator[Span | tuple[str, str]]) -> OtlpResult:
         if compacted:
             result.compactions.append(
                 CompactionRecord(
-                    harness=HARNESS,
+                    harness=harness,
                     session_id=session_id,
                     agent_id=agent_id,
                     key=f"span:{span.trace_id}:{span.span_id}",
@@ -403,7 +416,7 @@ def normalise(spans: Iterator[Span | tuple[str, str]]) -> OtlpResult:
                 blocks.append({"type": "text", "text": attrs[key]})
         result.calls.append(
             CallRecord(
-                harness=HARNESS,
+                harness=harness,
                 session_id=session_id,
                 agent_id=agent_id,
                 key=str(_first(attrs, KEY_KEYS) or f"span:{span.trace_id}:{span.span_id}"),

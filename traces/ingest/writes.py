@@ -16,6 +16,7 @@ from traces.formats.records import (
     SessionInfo,
 )
 from traces.formats.tools import tool_use_signatures
+from traces.ingest.joins import compactions_join, transcript_calls_join
 from traces.ingest.text_facts import (
     FACT_COLUMNS,
     FACT_TYPES,
@@ -140,6 +141,7 @@ class BatchWriter:
                     self._store_texts(inserted, updated, texts)
                 if late:
                     self._merge_late_texts(late, inserted, updated, texts)
+            self._join_other_sources(rows, inserted)
             added = {key for key, _ in inserted}
             replaced = {key: old for key, _, old in updated}
             summary = self.summary
@@ -158,6 +160,19 @@ class BatchWriter:
                 summary.output += row[11] - old[3]
         if compactions:
             self._upsert_compactions(compactions)
+
+    def _join_other_sources(self, rows: list[tuple], inserted: list) -> None:
+        """Other sources of these transcript calls (spans, events) may be stored already,
+        in sessions this loader did not create: join them."""
+        transcript = {(r[1], r[3]) for r in rows if r[17] is not None}
+        written = {
+            name: pk
+            for name, pk in inserted
+            if name in transcript and name[0] not in self._new_sessions
+        }
+        if written:
+            with transaction.atomic():
+                self.touched_sessions |= transcript_calls_join(written)
 
     def _copy_new_calls(self, rows: list[tuple], texts: dict) -> tuple[list, list]:
         """Sessions this loader created cannot hold these keys yet: COPY straight into the
@@ -369,6 +384,10 @@ class BatchWriter:
         self._compaction_keys |= set(objects)
         self.summary.compactions += inserted
         self.touched_sessions |= sessions
+        known = sessions - self._new_sessions
+        if known:  # the same compaction from events or spans, stored before
+            with transaction.atomic():
+                compactions_join(workspace_id=self.workspace.pk, session_ids=known)
 
     def _compaction_keys_stored(self, objects: dict, sessions: set[int]) -> set:
         if sessions <= self._new_sessions:  # only this loader has written to these sessions

@@ -7,7 +7,10 @@ from django.db import transaction
 from governance.models import Workspace
 from governance.services import audit_record
 from traces.formats.otlp import OtlpResult, parse_request
+from traces.formats.records import CallRecord
 from traces.ingest import IngestSummary, TraceLoader
+from traces.ingest.joins import calls_matching, events_link
+from traces.models import Call, CallSource
 from traces.services.derivation import (
     _sessions_mark,
     derive_pending_queue,
@@ -35,9 +38,17 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
             mark_new_sessions=True,
         )
         loader.prepare_sessions(list(result.sessions.values()))
+        spans = _span_sources(loader, result.calls)
+        # A span of a response a transcript already gave is that call: no Call of its own.
+        known = calls_matching(set(spans), transcript_only=True)
         for record in result.records():
+            if isinstance(record, CallRecord):
+                name = (loader._sessions.get((record.harness, record.session_id)), record.key)
+                if name in known:
+                    continue
             loader.feed(record)
         touched = loader.finish()
+        _call_sources_store(workspace, spans, known)
         if touched:
             # Sessions this request created too: a derive run may have cleared the mark
             # they were created with before these calls committed.
@@ -64,3 +75,52 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
         },
     )
     return result
+
+
+def _span_sources(
+    loader: TraceLoader, calls: list[CallRecord]
+) -> dict[tuple[int, str], CallRecord]:
+    """(session pk, span key) -> the span's call record (the most output of repeats)."""
+    spans: dict[tuple[int, str], CallRecord] = {}
+    for record in calls:
+        session_pk = loader._sessions.get((record.harness, record.session_id))
+        if session_pk is None:
+            continue
+        name = (session_pk, record.key)
+        if name not in spans or record.output_tokens > spans[name].output_tokens:
+            spans[name] = record
+    return spans
+
+
+def _call_sources_store(workspace: Workspace, spans: dict, known: dict) -> None:
+    """Keep each span's own counts (a CallSource row) on its call: the transcript's call
+    it matched, else the call it was loaded as; link the events waiting for those calls."""
+    if not spans:
+        return
+    loaded = {}
+    for name in spans:
+        if name not in known:
+            loaded.setdefault(name[0], set()).add(name[1])
+    own: dict[tuple[int, str], int] = {}
+    for session_pk, keys in loaded.items():
+        for pk, key in Call.objects.filter(session_id=session_pk, key__in=keys).values_list(
+            "id", "key"
+        ):
+            own[(session_pk, key)] = pk
+    rows = []
+    for name, record in spans.items():
+        call_pk = known.get(name) or own.get(name)
+        if call_pk is None:
+            continue  # rejected by the loader (implausible counts)
+        rows.append(
+            CallSource(
+                workspace=workspace, session_id=name[0], call_id=call_pk, source="span",
+                key=record.key[:300], timestamp=record.timestamp, model=record.model[:200],
+                input_tokens=record.input_tokens,
+                cache_creation_tokens=record.cache_creation_tokens,
+                cache_read_tokens=record.cache_read_tokens, output_tokens=record.output_tokens,
+                reasoning_tokens=record.reasoning_tokens,
+            )
+        )  # fmt: skip
+    CallSource.objects.bulk_create(rows, batch_size=500, ignore_conflicts=True)
+    events_link(own)

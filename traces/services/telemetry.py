@@ -24,6 +24,7 @@ from traces.formats.telemetry import (
     normalise_metrics,
     redacted_body,
 )
+from traces.ingest.joins import compactions_join
 from traces.models import (
     Call,
     IdentityHandling,
@@ -34,6 +35,7 @@ from traces.models import (
     TelemetryPolicy,
     UploadSource,
 )
+from traces.services.derivation import _sessions_mark, derive_pending_queue
 from traces.services.uploads import raw_upload_store
 
 INSERT_BATCH = 1000
@@ -225,6 +227,7 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
         fresh = _new_events(rows)
         _write_rows(TelemetryEvent, EVENT_COLUMNS, fresh)
         stored_events = len(fresh)
+        _compaction_events_join(workspace, fresh)
         for session_pk, (window, limit) in windows.items():
             changes = {}
             if window is not None:
@@ -250,6 +253,19 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
             },
         )
     return result
+
+
+def _compaction_events_join(workspace: Workspace, rows: list[tuple]) -> None:
+    """The compaction events just stored join the compaction the transcript or a span
+    reported (or become one); sessions whose compactions changed are derived again."""
+    compacted = {row[1] for row in rows if row[5] == "claude_code.compaction"}
+    if not compacted:
+        return
+    changed = compactions_join(workspace_id=workspace.pk, session_ids=compacted)
+    if changed:
+        _sessions_mark(changed)
+        workspace_id = workspace.pk
+        transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
 
 
 EVENT_COLUMNS = (

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("governance", "0003_invitation"),
         ("specs", "0004_commit_validator"),
-        ("traces", "0011_hook_events"),
+        ("traces", "0012_call_sources"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
