@@ -433,12 +433,7 @@ def session_reconciliation(*, session: Session, limit: int = 500):
     """Each call of the session with the counts of every source that saw it (the
     transcript's on the Call, a span's CallSource, a linked api_request event), and the
     events that name no stored call; compared by `traces.analysis.reconciliation`."""
-    from traces.analysis.reconciliation import (
-        CallSources,
-        Reconciliation,
-        SourceCounts,
-        reconcile,
-    )
+    from traces.analysis.reconciliation import Reconciliation, reconcile
     from traces.models import CallSource, TelemetryEvent
 
     events = TelemetryEvent.objects.filter(session=session, name__in=RECONCILED_EVENTS).exclude(
@@ -450,7 +445,17 @@ def session_reconciliation(*, session: Session, limit: int = 500):
         return Reconciliation(
             calls=transcript, by_source={"transcript": transcript} if transcript else {}
         )
-    calls: dict[int, CallSources] = {}
+    calls = _transcript_sources(session)
+    _add_span_sources(calls, session)
+    orphans = _add_event_sources(calls, events)
+    return reconcile([*calls.values(), *orphans], limit=limit)
+
+
+def _transcript_sources(session: Session) -> dict:
+    """{call id: CallSources} for every call of the session, with the transcript's counts."""
+    from traces.analysis.reconciliation import CallSources, SourceCounts
+
+    calls = {}
     columns = ("id", "key", "session_index", "timestamp", "model", "source_line", *_COUNT_COLUMNS)
     for row in Call.objects.filter(session=session).order_by("session_index").values(*columns):
         entry = calls[row["id"]] = CallSources(
@@ -461,6 +466,13 @@ def session_reconciliation(*, session: Session, limit: int = 500):
                 "transcript", row["key"], row["timestamp"],
                 {c: row[c] for c in _COUNT_COLUMNS}, row["model"],
             )  # fmt: skip
+    return calls
+
+
+def _add_span_sources(calls: dict, session: Session) -> None:
+    from traces.analysis.reconciliation import SourceCounts
+    from traces.models import CallSource
+
     for row in CallSource.objects.filter(session=session).values(
         "call_id", "key", "timestamp", "model", "cost_usd", *_COUNT_COLUMNS
     ):
@@ -470,6 +482,12 @@ def session_reconciliation(*, session: Session, limit: int = 500):
                 "span", row["key"], row["timestamp"], {c: row[c] for c in _COUNT_COLUMNS},
                 row["model"], row["cost_usd"],
             )  # fmt: skip
+
+
+def _add_event_sources(calls: dict, events) -> list:
+    """Add each linked event's counts to its call; return the events that name no stored call."""
+    from traces.analysis.reconciliation import CallSources, SourceCounts
+
     orphans = []
     events = events.order_by("timestamp", "id").values(
         "call_id", "key", "request_id", "timestamp", "model", "cost_usd", *_COUNT_COLUMNS
@@ -486,7 +504,7 @@ def session_reconciliation(*, session: Session, limit: int = 500):
             orphans.append(orphan)
         elif "event" not in entry.sources:
             entry.sources["event"] = counts
-    return reconcile([*calls.values(), *orphans], limit=limit)
+    return orphans
 
 
 def workspace_reconciliation_days(*, workspace: Workspace, days: int = 90) -> list[dict]:
