@@ -55,6 +55,7 @@ def pure_table(version: PriceTableVersion | None) -> pure.PriceTable | None:
         return None
     return pure.PriceTable(
         version=version.number,
+        saved=version.created_at.date().isoformat() if version.created_at else "",
         prices=tuple(
             pure.ModelPrice(
                 model=p.model,
@@ -82,13 +83,28 @@ def _telemetry_field() -> str | None:
 
 
 def usage_of(call: Call) -> pure.Usage:
-    """A call's token classes. The stored call keeps one cache-write count (the transcript's
-    5-minute and 1-hour writes summed), so every write is priced at the 5-minute rate."""
+    """A call's token classes: its cache writes split into 1-hour writes (as the transcript
+    reported them) and the rest, at the 5-minute rate."""
+    hour = min(call.cache_creation_1h_tokens, call.cache_creation_tokens)
     return pure.Usage(
         input=call.input_tokens,
         output=call.output_tokens,
         cache_read=call.cache_read_tokens,
-        cache_write_5m=call.cache_creation_tokens,
+        cache_write_5m=call.cache_creation_tokens - hour,
+        cache_write_1h=hour,
+    )
+
+
+def _usage(row: dict) -> pure.Usage:
+    """Usage from a row of token sums; `cache_write` holds all writes, `cache_write_1h`
+    (absent in results cached before the split) the 1-hour part of them."""
+    hour = min(row.get("cache_write_1h") or 0, row["cache_write"] or 0)
+    return pure.Usage(
+        input=row["input"] or 0,
+        output=row["output"] or 0,
+        cache_read=row["cache_read"] or 0,
+        cache_write_5m=(row["cache_write"] or 0) - hour,
+        cache_write_1h=hour,
     )
 
 
@@ -110,6 +126,7 @@ def _usage_groups(calls: QuerySet[Call], by: tuple[str, ...] = ()) -> dict:
         "output": Sum("output_tokens"),
         "cache_read": Sum("cache_read_tokens"),
         "cache_write": Sum("cache_creation_tokens"),
+        "cache_write_1h": Sum("cache_creation_1h_tokens"),
     }
     if field:
         calls = calls.annotate(
@@ -121,12 +138,7 @@ def _usage_groups(calls: QuerySet[Call], by: tuple[str, ...] = ()) -> dict:
         sums["telemetry"] = Sum(field)
     groups: dict[tuple, list[pure.UsageGroup]] = {}
     for row in calls.order_by().values(*keys).annotate(**sums):
-        usage = pure.Usage(
-            input=row["input"] or 0,
-            output=row["output"] or 0,
-            cache_read=row["cache_read"] or 0,
-            cache_write_5m=row["cache_write"] or 0,
-        )
+        usage = _usage(row)
         telemetry = None
         if row.get("has_telemetry"):
             telemetry = Decimal(row["telemetry"] or 0)
@@ -170,7 +182,8 @@ def usage_rows(*, calls: QuerySet[Call]) -> list[dict]:
                 "input": group.usage.input,
                 "output": group.usage.output,
                 "cache_read": group.usage.cache_read,
-                "cache_write": group.usage.cache_write_5m,
+                "cache_write": group.usage.cache_write_5m + group.usage.cache_write_1h,
+                "cache_write_1h": group.usage.cache_write_1h,
                 "telemetry_usd": None if group.telemetry_usd is None else str(group.telemetry_usd),
             }
         )
@@ -183,12 +196,7 @@ def usage_rows_cost(*, workspace: Workspace, rows: list[dict]) -> pure.CostSumma
         pure.UsageGroup(
             row["model"],
             row["calls"],
-            pure.Usage(
-                input=row["input"],
-                output=row["output"],
-                cache_read=row["cache_read"],
-                cache_write_5m=row["cache_write"],
-            ),
+            _usage(row),
             None if row.get("telemetry_usd") is None else Decimal(row["telemetry_usd"]),
         )
         for row in rows
@@ -235,7 +243,8 @@ def usage_rows_by_agent_type(*, calls: QuerySet[Call]) -> dict:
                     "kind": kind, "agent_type": agent_type, "start_kind": start_kind,
                     "model": group.model, "calls": group.calls, "input": group.usage.input,
                     "output": group.usage.output, "cache_read": group.usage.cache_read,
-                    "cache_write": group.usage.cache_write_5m,
+                    "cache_write": group.usage.cache_write_5m + group.usage.cache_write_1h,
+                    "cache_write_1h": group.usage.cache_write_1h,
                     "telemetry_usd": None if group.telemetry_usd is None else str(group.telemetry_usd),
                 }
             )  # fmt: skip

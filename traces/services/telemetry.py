@@ -34,6 +34,7 @@ from traces.models import (
     TelemetryPolicy,
     UploadSource,
 )
+from traces.services.call_costs import API_REQUEST, calls_telemetry_cost_set
 from traces.services.uploads import raw_upload_store
 
 INSERT_BATCH = 1000
@@ -225,6 +226,11 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
         fresh = _new_events(rows)
         _write_rows(TelemetryEvent, EVENT_COLUMNS, fresh)
         stored_events = len(fresh)
+        costs: dict[int, object] = {}
+        for row in fresh:  # the first event of a call gives its cost, as in the apply step
+            if row[3] is not None and row[19] is not None and row[5] == API_REQUEST:
+                costs.setdefault(row[3], row[19])
+        calls_telemetry_cost_set(costs=costs)
         for session_pk, (window, limit) in windows.items():
             changes = {}
             if window is not None:
