@@ -209,7 +209,9 @@ def run_once(batches: int, clients: int, server_workers: int, root=ROOT) -> dict
 
 def _baseline_rows(runs: list[dict], baseline: list[dict], root: str) -> list[str]:
     rates = [r["logs_per_s"] for r in baseline]
-    ratios = [new["logs_per_s"] / old["logs_per_s"] for new, old in zip(runs, baseline)]
+    ratios = [
+        new["logs_per_s"] / old["logs_per_s"] for new, old in zip(runs, baseline, strict=True)
+    ]
     return [
         f"| Baseline, same run, alternating with the runs above: `/v1/logs` served by the code in `{root}` | {statistics.median(rates):,.0f} records/s (runs: {', '.join(f'{r:,.0f}' for r in rates)}; {sum(r['failures'] for r in baseline)} failed or partial requests) | – |",
         f"| This code ÷ baseline, `/v1/logs`, median of the paired runs | **{statistics.median(ratios):.2f}×** (pairs: {', '.join(f'{r:.2f}' for r in ratios)}) | – |",
