@@ -4,17 +4,29 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet, Sum
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from governance.models import Workspace
-from traces.models import Call, Session
+from traces.models import AgentKind, Call, Session, StartKind, TelemetryEvent
 from traces.pricing.analysis import cost as pure
 from traces.pricing.models import ModelPrice, PriceTableVersion
 
 # The Call field holding the harness's own cost (telemetry `cost_usd`), when the model has it.
 # It overrides the price table for the calls that carry it.
 TELEMETRY_COST_FIELD = "cost_usd"
+API_REQUEST = "claude_code.api_request"
 
 
 def price_table_versions(*, workspace: Workspace) -> QuerySet[PriceTableVersion]:
@@ -154,8 +166,35 @@ def calls_cost(*, workspace: Workspace, calls: QuerySet[Call]) -> pure.CostSumma
     return pure.summarise(groups, table)
 
 
+def _telemetry_only_groups(session_ids: list[int]) -> dict[int, list[pure.UsageGroup]]:
+    """Per session, the api_request events with a cost that match no stored call (the
+    request is known from telemetry only), by model: {session id: [UsageGroup]}."""
+    rows = (
+        TelemetryEvent.objects.filter(
+            session_id__in=session_ids, name=API_REQUEST, call__isnull=True,
+            cost_usd__isnull=False,
+        )
+        .order_by()
+        .values("session_id", "model")
+        .annotate(
+            n=Count("pk"), usd=Sum("cost_usd"), input=Sum("input_tokens"),
+            output=Sum("output_tokens"), cache_read=Sum("cache_read_tokens"),
+            cache_write=Sum("cache_creation_tokens"),
+        )
+    )  # fmt: skip
+    groups: dict[int, list[pure.UsageGroup]] = {}
+    for row in rows:
+        group = pure.UsageGroup(row["model"], row["n"], _usage(row), Decimal(row["usd"]))
+        groups.setdefault(row["session_id"], []).append(group)
+    return groups
+
+
 def session_cost(*, session: Session) -> pure.CostSummary:
-    return calls_cost(workspace=session.workspace, calls=Call.objects.filter(session=session))
+    """The session's calls, and its requests known only from telemetry, priced."""
+    table = current_table(workspace=session.workspace)
+    groups = _usage_groups(Call.objects.filter(session=session)).get((), [])
+    extra = _telemetry_only_groups([session.pk]).get(session.pk, [])
+    return pure.summarise(groups + extra, table)
 
 
 def sessions_costs(*, workspace: Workspace, sessions) -> dict[int, pure.CostSummary]:
@@ -166,7 +205,8 @@ def sessions_costs(*, workspace: Workspace, sessions) -> dict[int, pure.CostSumm
     table = current_table(workspace=workspace)
     calls = Call.objects.filter(workspace=workspace, session_id__in=ids)
     groups = _usage_groups(calls, by=("session_id",))
-    return {pk: pure.summarise(groups.get((pk,), []), table) for pk in ids}
+    extra = _telemetry_only_groups(ids)
+    return {pk: pure.summarise(groups.get((pk,), []) + extra.get(pk, []), table) for pk in ids}
 
 
 def usage_rows(*, calls: QuerySet[Call]) -> list[dict]:
@@ -219,7 +259,8 @@ def session_and_agents_costs(
     table = current_table(workspace=session.workspace)
     groups = _usage_groups(Call.objects.filter(session=session), by=("agent_id",))
     agents = {key[0]: pure.summarise(rows, table) for key, rows in groups.items()}
-    total = pure.summarise([g for rows in groups.values() for g in rows], table)
+    extra = _telemetry_only_groups([session.pk]).get(session.pk, [])
+    total = pure.summarise([g for rows in groups.values() for g in rows] + extra, table)
     return total, agents
 
 
@@ -277,3 +318,92 @@ def agent_type_costs(*, workspace: Workspace, usage: dict) -> list[dict]:
             }
         )  # fmt: skip
     return sorted(result, key=lambda r: (not r["cost"].priced_calls, -r["cost"].usd, r["label"]))
+
+
+# --- subagent cost by query source and agent name --------------------------------------------
+
+SUBAGENT_KEYS = (
+    "query_source",
+    "agent_name",
+    "agent__kind",
+    "agent__agent_type",
+    "agent__start_kind",
+)
+
+
+def _event_value(column: str) -> Subquery:
+    """The column of the call's own api_request event (the first, by id), or NULL."""
+    events = TelemetryEvent.objects.filter(call_id=OuterRef("pk"), name=API_REQUEST)
+    return Subquery(events.order_by("id").values(column)[:1])
+
+
+def subagent_costs(*, workspace: Workspace) -> dict:
+    """The workspace's cost by telemetry `query_source` and agent name, split by how each
+    agent started (fresh or fork), costliest first. A call takes the query source and agent
+    name of its api_request event; without one, its query source is empty and its agent
+    name is the transcript's subagent type ("main" for the main thread). Telemetry
+    requests that match no stored call (a session known only from telemetry) are rows of
+    their own, at their `cost_usd`. Returns {"rows": […], "total": CostSummary, "telemetry_only": n}."""
+    table = current_table(workspace=workspace)
+    calls = Call.objects.filter(workspace=workspace).annotate(
+        query_source=Coalesce(_event_value("query_source"), Value("")),
+        agent_name=Coalesce(_event_value("agent_name"), Value("")),
+    )
+    keyed: dict[tuple, list[pure.UsageGroup]] = {}
+    for key, groups in _usage_groups(calls, by=SUBAGENT_KEYS).items():
+        query_source, agent_name, kind, agent_type, start_kind = key
+        name = agent_name or (
+            "main" if kind == AgentKind.MAIN else agent_type or f"{kind} (no type)"
+        )
+        keyed.setdefault((query_source, name, kind, start_kind), []).extend(groups)
+    agents: dict[tuple, set] = {}
+    for row in calls.order_by().values(*SUBAGENT_KEYS, "agent_id").distinct():
+        name = row["agent_name"] or (
+            "main"
+            if row["agent__kind"] == AgentKind.MAIN
+            else row["agent__agent_type"] or f"{row['agent__kind']} (no type)"
+        )
+        key = (row["query_source"], name, row["agent__kind"], row["agent__start_kind"])
+        agents.setdefault(key, set()).add(row["agent_id"])
+    rows = []
+    for (query_source, name, kind, start_kind), groups in keyed.items():
+        summary = pure.summarise(groups, table)
+        count = len(agents.get((query_source, name, kind, start_kind), ()))
+        rows.append(
+            {"query_source": query_source, "agent_name": name, "kind": kind,
+             "start_kind": start_kind, "agents": count, "cost": summary,
+             "label": f"{query_source or '–'} · {name}",
+             "per_agent_usd": summary.usd / count if summary.complete and count else None}
+        )  # fmt: skip
+    alone = (
+        TelemetryEvent.objects.filter(
+            workspace=workspace, name=API_REQUEST, call__isnull=True, cost_usd__isnull=False
+        )
+        .order_by()
+        .values("query_source", "agent_name", "model")
+        .annotate(
+            n=Count("pk"), usd=Sum("cost_usd"), input=Sum("input_tokens"),
+            output=Sum("output_tokens"), cache_read=Sum("cache_read_tokens"),
+            cache_write=Sum("cache_creation_tokens"),
+        )
+    )  # fmt: skip
+    telemetry_only: dict[tuple, list[pure.UsageGroup]] = {}
+    for row in alone:
+        group = pure.UsageGroup(row["model"], row["n"], _usage(row), Decimal(row["usd"]))
+        telemetry_only.setdefault((row["query_source"], row["agent_name"]), []).append(group)
+    for (query_source, agent_name), groups in telemetry_only.items():
+        summary = pure.summarise(groups, table)
+        name = agent_name or "(no agent name)"
+        rows.append(
+            {"query_source": query_source, "agent_name": name, "kind": "telemetry only",
+             "start_kind": StartKind.UNKNOWN, "agents": None, "cost": summary,
+             "label": f"{query_source or '–'} · {name}", "per_agent_usd": None}
+        )  # fmt: skip
+    rows.sort(key=lambda r: (not r["cost"].priced_calls, -r["cost"].usd, r["label"]))
+    every = [g for groups in keyed.values() for g in groups]
+    every += [g for groups in telemetry_only.values() for g in groups]
+    return {
+        "rows": rows,
+        "total": pure.summarise(every, table),
+        "telemetry_only": sum(g.calls for groups in telemetry_only.values() for g in groups),
+    }

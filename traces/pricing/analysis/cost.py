@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import numfmt
+
 MILLION = Decimal(1_000_000)
 RATE_FIELDS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
 TELEMETRY = "telemetry"
@@ -269,7 +271,7 @@ def summarise(groups: list[UsageGroup], table: PriceTable | None) -> CostSummary
 
 
 def _share(part: Decimal, whole: Decimal) -> str:
-    return f"{float(part / whole) * 100:.1f}%"
+    return numfmt.percent(float(part / whole))
 
 
 def split_text(summary: CostSummary) -> str:
@@ -285,7 +287,7 @@ def split_text(summary: CostSummary) -> str:
         if not calls:
             continue
         share = _share(usd, whole) if whole else "–"
-        parts.append(f"{share} from {name} ({calls:,} call{'s' if calls != 1 else ''})")
+        parts.append(f"{share} from {name} ({numfmt.count(calls)} call{'s' if calls != 1 else ''})")
     return ", ".join(parts)
 
 
