@@ -156,9 +156,9 @@ def test_requests_known_only_from_telemetry_count_in_the_session_cost(
 
 
 def subagent_transcript(session):
-    """A main thread spawning one fresh and one forked subagent, each with one call."""
+    """A main thread and two subagents, each with one call (the test sets their starts)."""
     lines = [assistant("main1", 100, 0, t=0, session=session)]
-    for n, (agent, fork) in enumerate((("a1", False), ("a2", True))):
+    for n, agent in enumerate(("a1", "a2")):
         lines.append(
             assistant(f"{agent}-c", 50 * (n + 1), 0, t=10 + n, session=session, sidechain=True,
                       agentId=agent)
@@ -189,7 +189,7 @@ def test_cost_by_query_source_and_agent_name(workspace, priced, send, api_for, c
     }
     assert rows[("", "reviewer", "fork")]["cost"].usd == table_cost(100, 0)
     assert rows[("compact", "(no agent name)", "unknown")]["kind"] == "telemetry only"
-    assert [r["cost"].usd for r in costs["rows"]][0] == Decimal("2.0")  # costliest first
+    assert costs["rows"][0]["cost"].usd == Decimal("2.0")  # costliest first
     assert costs["total"].usd == Decimal("2.75") + table_cost(100, 0)
     assert costs["telemetry_only"] == 1
 

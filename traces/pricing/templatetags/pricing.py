@@ -2,10 +2,11 @@
 
 import re
 
-import numfmt
 from django import template
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+
+import numfmt
 
 register = template.Library()
 _VERSION = re.compile(r"^price table v(\d+)$")
