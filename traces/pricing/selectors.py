@@ -23,7 +23,7 @@ from traces.models import AgentKind, Call, Session, StartKind, TelemetryEvent
 from traces.pricing.analysis import cost as pure
 from traces.pricing.models import ModelPrice, PriceTableVersion
 
-# The Call field holding the harness's own cost (telemetry `cost_usd`), when the model has it.
+# The Call field holding the harness's own cost (telemetry `cost_usd`, set by traces.services.call_costs).
 # It overrides the price table for the calls that carry it.
 TELEMETRY_COST_FIELD = "cost_usd"
 API_REQUEST = "claude_code.api_request"
