@@ -337,14 +337,26 @@ def _event_value(column: str) -> Subquery:
     return Subquery(events.order_by("id").values(column)[:1])
 
 
-def subagent_costs(*, workspace: Workspace) -> dict:
-    """The workspace's cost by telemetry `query_source` and agent name, split by how each
-    agent started (fresh or fork), costliest first. A call takes the query source and agent
-    name of its api_request event; without one, its query source is empty and its agent
-    name is the transcript's subagent type ("main" for the main thread). Telemetry
-    requests that match no stored call (a session known only from telemetry) are rows of
-    their own, at their `cost_usd`. Returns {"rows": […], "total": CostSummary, "telemetry_only": n}."""
-    table = current_table(workspace=workspace)
+def _agent_label(agent_name: str, kind: str, agent_type: str) -> str:
+    """Telemetry's agent name, else the transcript's subagent type ("main" for the main)."""
+    if agent_name:
+        return agent_name
+    return "main" if kind == AgentKind.MAIN else agent_type or f"{kind} (no type)"
+
+
+def _cost_row(query_source, name, kind, start_kind, agents, summary) -> dict:
+    complete = agents and summary.complete
+    return {
+        "query_source": query_source, "agent_name": name, "kind": kind,
+        "start_kind": start_kind, "agents": agents, "cost": summary,
+        "label": f"{query_source or '–'} · {name}",
+        "per_agent_usd": summary.usd / agents if complete else None,
+    }  # fmt: skip
+
+
+def _calls_by_agent(workspace: Workspace) -> tuple[dict, dict]:
+    """Usage groups and agent ids of the workspace's calls, both keyed by (query source,
+    agent label, kind, start kind)."""
     calls = Call.objects.filter(workspace=workspace).annotate(
         query_source=Coalesce(_event_value("query_source"), Value("")),
         agent_name=Coalesce(_event_value("agent_name"), Value("")),
@@ -352,29 +364,18 @@ def subagent_costs(*, workspace: Workspace) -> dict:
     keyed: dict[tuple, list[pure.UsageGroup]] = {}
     for key, groups in _usage_groups(calls, by=SUBAGENT_KEYS).items():
         query_source, agent_name, kind, agent_type, start_kind = key
-        name = agent_name or (
-            "main" if kind == AgentKind.MAIN else agent_type or f"{kind} (no type)"
-        )
-        keyed.setdefault((query_source, name, kind, start_kind), []).extend(groups)
+        label = _agent_label(agent_name, kind, agent_type)
+        keyed.setdefault((query_source, label, kind, start_kind), []).extend(groups)
     agents: dict[tuple, set] = {}
     for row in calls.order_by().values(*SUBAGENT_KEYS, "agent_id").distinct():
-        name = row["agent_name"] or (
-            "main"
-            if row["agent__kind"] == AgentKind.MAIN
-            else row["agent__agent_type"] or f"{row['agent__kind']} (no type)"
-        )
-        key = (row["query_source"], name, row["agent__kind"], row["agent__start_kind"])
+        label = _agent_label(row["agent_name"], row["agent__kind"], row["agent__agent_type"])
+        key = (row["query_source"], label, row["agent__kind"], row["agent__start_kind"])
         agents.setdefault(key, set()).add(row["agent_id"])
-    rows = []
-    for (query_source, name, kind, start_kind), groups in keyed.items():
-        summary = pure.summarise(groups, table)
-        count = len(agents.get((query_source, name, kind, start_kind), ()))
-        rows.append(
-            {"query_source": query_source, "agent_name": name, "kind": kind,
-             "start_kind": start_kind, "agents": count, "cost": summary,
-             "label": f"{query_source or '–'} · {name}",
-             "per_agent_usd": summary.usd / count if summary.complete and count else None}
-        )  # fmt: skip
+    return keyed, agents
+
+
+def _telemetry_only_by_agent(workspace: Workspace) -> dict[tuple, list[pure.UsageGroup]]:
+    """The api_request events with a cost and no call, by (query source, agent name)."""
     alone = (
         TelemetryEvent.objects.filter(
             workspace=workspace, name=API_REQUEST, call__isnull=True, cost_usd__isnull=False
@@ -387,23 +388,40 @@ def subagent_costs(*, workspace: Workspace) -> dict:
             cache_write=Sum("cache_creation_tokens"),
         )
     )  # fmt: skip
-    telemetry_only: dict[tuple, list[pure.UsageGroup]] = {}
+    groups: dict[tuple, list[pure.UsageGroup]] = {}
     for row in alone:
         group = pure.UsageGroup(row["model"], row["n"], _usage(row), Decimal(row["usd"]))
-        telemetry_only.setdefault((row["query_source"], row["agent_name"]), []).append(group)
-    for (query_source, agent_name), groups in telemetry_only.items():
-        summary = pure.summarise(groups, table)
-        name = agent_name or "(no agent name)"
-        rows.append(
-            {"query_source": query_source, "agent_name": name, "kind": "telemetry only",
-             "start_kind": StartKind.UNKNOWN, "agents": None, "cost": summary,
-             "label": f"{query_source or '–'} · {name}", "per_agent_usd": None}
-        )  # fmt: skip
+        groups.setdefault((row["query_source"], row["agent_name"]), []).append(group)
+    return groups
+
+
+def subagent_costs(*, workspace: Workspace) -> dict:
+    """The workspace's cost by telemetry `query_source` and agent name, split by how each
+    agent started (fresh or fork), costliest first. A call takes the query source and agent
+    name of its api_request event; without one, its query source is empty and its agent
+    name is the transcript's subagent type ("main" for the main thread). Telemetry
+    requests that match no stored call (a session known only from telemetry) are rows of
+    their own, at their `cost_usd`. Returns {"rows", "total" (a CostSummary),
+    "telemetry_only" (requests)}."""
+    table = current_table(workspace=workspace)
+    keyed, agents = _calls_by_agent(workspace)
+    telemetry_only = _telemetry_only_by_agent(workspace)
+    rows = [
+        _cost_row(query_source, name, kind, start_kind,
+                  len(agents.get((query_source, name, kind, start_kind), ())),
+                  pure.summarise(groups, table))
+        for (query_source, name, kind, start_kind), groups in keyed.items()
+    ]  # fmt: skip
+    rows += [
+        _cost_row(query_source, agent_name or "(no agent name)", "telemetry only",
+                  StartKind.UNKNOWN, None, pure.summarise(groups, table))
+        for (query_source, agent_name), groups in telemetry_only.items()
+    ]  # fmt: skip
     rows.sort(key=lambda r: (not r["cost"].priced_calls, -r["cost"].usd, r["label"]))
     every = [g for groups in keyed.values() for g in groups]
-    every += [g for groups in telemetry_only.values() for g in groups]
+    alone = [g for groups in telemetry_only.values() for g in groups]
     return {
         "rows": rows,
-        "total": pure.summarise(every, table),
-        "telemetry_only": sum(g.calls for groups in telemetry_only.values() for g in groups),
+        "total": pure.summarise(every + alone, table),
+        "telemetry_only": sum(g.calls for g in alone),
     }

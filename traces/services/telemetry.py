@@ -195,33 +195,75 @@ def _linked_calls(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
 # --- logs -----------------------------------------------------------------------------------
 
 
+def _logs_store(workspace: Workspace, user, body: bytes, content_type: str):
+    """(upload, created, events) for a logs body: decoded once and redacted while read (one
+    pass over the attributes; the raw identity is never stored, the re-encoded request is,
+    as `redacted_body` does). A body that does not decode is stored if it may be, as for
+    any signal, and then the decode error is raised."""
+    policy = telemetry_policy_for(workspace=workspace)
+    try:
+        request = decode(body, content_type, "logs")
+    except OtlpDecodeError:
+        upload, created, stored, stored_type, _ = otlp_body_store(
+            workspace=workspace, user=user, body=body, content_type=content_type, signal="logs"
+        )
+        return upload, created, normalise_logs(decode(stored, stored_type, "logs"))
+    mode = policy.identity if may_hold_identity(body) else IDENTITY_KEEP
+    result = normalise_logs(request, mode, policy.identity_key)
+    stored, stored_type = (
+        (request.SerializeToString(), "application/x-protobuf")
+        if result.redacted
+        else (body, content_type)
+    )
+    upload, created = _body_keep(workspace, user, stored, stored_type, "logs")
+    return upload, created, result
+
+
+def _event_rows(workspace: Workspace, upload: RawUpload, events: list, sessions, links):
+    """EVENT_COLUMNS rows of the events, and {session pk: (context window, compact limit)}."""
+    rows = []
+    windows = {}
+    for e in events:
+        session_pk = sessions[(e.harness, e.session_id)]
+        if e.context_window is not None or e.auto_compact_token_limit is not None:
+            windows[session_pk] = (e.context_window, e.auto_compact_token_limit)
+        rows.append((
+            workspace.pk, session_pk, upload.pk,
+            links.get((session_pk, e.request_id)) if e.request_id else None,
+            e.key, e.name, e.recognised, e.timestamp, e.prompt_id, e.request_id,
+            e.app_version, e.model, e.query_source, e.agent_name, e.input_tokens,
+            e.output_tokens, e.cache_read_tokens, e.cache_creation_tokens,
+            e.reasoning_tokens, e.cost_usd, e.duration_ms, e.attributes_json or e.attributes,
+        ))  # fmt: skip
+    return rows, windows
+
+
+def _windows_store(windows: dict) -> None:
+    for session_pk, (window, limit) in windows.items():
+        changes = {}
+        if window is not None:
+            changes["context_window"] = window
+        if limit is not None:
+            changes["auto_compact_token_limit"] = limit
+        Session.objects.filter(pk=session_pk).update(**changes)
+
+
+def _linked_costs(rows: list[tuple]) -> dict:
+    """{call id: cost} from stored api_request rows linked to a call (the first row of a
+    call gives its cost, as in `calls_telemetry_cost_apply`)."""
+    costs: dict[int, object] = {}
+    for row in rows:
+        if row[3] is not None and row[19] is not None and row[5] == API_REQUEST:
+            costs.setdefault(row[3], row[19])
+    return costs
+
+
 def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: str) -> LogsResult:
     """Store the request (redacted), then its events, in one transaction. The same bytes
     sent again add nothing; so does an event already stored (same session, name, time and
-    attributes)."""
+    attributes). An api_request event linked to a stored call gives the call its cost."""
     with transaction.atomic():
-        policy = telemetry_policy_for(workspace=workspace)
-        try:
-            request = decode(body, content_type, "logs")
-        except OtlpDecodeError:
-            request = None
-        if request is None:  # stored if it may be, as for any signal; then the error
-            upload, created, stored, stored_type, _ = otlp_body_store(
-                workspace=workspace, user=user, body=body, content_type=content_type,
-                signal="logs",
-            )  # fmt: skip
-            result = normalise_logs(decode(stored, stored_type, "logs"))
-        else:
-            # Redacted while read: one pass over the attributes; the raw identity is
-            # never stored (the re-encoded request is, as `redacted_body` does).
-            mode = policy.identity if may_hold_identity(body) else IDENTITY_KEEP
-            result = normalise_logs(request, mode, policy.identity_key)
-            stored, stored_type = (
-                (request.SerializeToString(), "application/x-protobuf")
-                if result.redacted
-                else (body, content_type)
-            )
-            upload, created = _body_keep(workspace, user, stored, stored_type, "logs")
+        upload, created, result = _logs_store(workspace, user, body, content_type)
         if not created:
             return result
         new_sessions: set[int] = set()
@@ -236,35 +278,11 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
                 and (session_pk := sessions[(e.harness, e.session_id)]) not in new_sessions
             }
         )
-        rows = []
-        windows = {}
-        for e in result.events:
-            session_pk = sessions[(e.harness, e.session_id)]
-            if e.context_window is not None or e.auto_compact_token_limit is not None:
-                windows[session_pk] = (e.context_window, e.auto_compact_token_limit)
-            rows.append((
-                workspace.pk, session_pk, upload.pk,
-                links.get((session_pk, e.request_id)) if e.request_id else None,
-                e.key, e.name, e.recognised, e.timestamp, e.prompt_id, e.request_id,
-                e.app_version, e.model, e.query_source, e.agent_name, e.input_tokens,
-                e.output_tokens, e.cache_read_tokens, e.cache_creation_tokens,
-                e.reasoning_tokens, e.cost_usd, e.duration_ms, e.attributes_json or e.attributes,
-            ))  # fmt: skip
+        rows, windows = _event_rows(workspace, upload, result.events, sessions, links)
         fresh = _new_events(rows)
         _write_rows(TelemetryEvent, EVENT_COLUMNS, fresh)
-        stored_events = len(fresh)
-        costs: dict[int, object] = {}
-        for row in fresh:  # the first event of a call gives its cost, as in the apply step
-            if row[3] is not None and row[19] is not None and row[5] == API_REQUEST:
-                costs.setdefault(row[3], row[19])
-        calls_telemetry_cost_set(costs=costs)
-        for session_pk, (window, limit) in windows.items():
-            changes = {}
-            if window is not None:
-                changes["context_window"] = window
-            if limit is not None:
-                changes["auto_compact_token_limit"] = limit
-            Session.objects.filter(pk=session_pk).update(**changes)
+        calls_telemetry_cost_set(costs=_linked_costs(fresh))
+        _windows_store(windows)
         audit_record(
             workspace=workspace,
             actor=user,
@@ -273,8 +291,8 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
             data={
                 "bytes": upload.size,
                 "records": result.records,
-                "events": stored_events,
-                "duplicate_events": len(rows) - stored_events,
+                "events": len(fresh),
+                "duplicate_events": len(rows) - len(fresh),
                 "unknown_events": result.unknown,
                 "skipped_stream_events": result.skipped,
                 "rejected_records": len(result.rejected),
