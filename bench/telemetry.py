@@ -1,4 +1,5 @@
-"""OTLP logs benchmark: `python -m bench.telemetry [--batches 201] [--clients 4] [--repeat 3]`.
+"""OTLP logs benchmark: `python -m bench.telemetry [--batches 201] [--clients 4] [--repeat 3]
+[--baseline-root DIR]`.
 
 Gunicorn serves the app on loopback over a fresh PostgreSQL database, with a Celery worker
 as in production. Clients post 500-record protobuf batches of Claude Code
@@ -8,6 +9,10 @@ is stored); then, in the same run against the same server, the peer: 500-span ba
 the equivalent GenAI spans to /v1/traces. Each request stores its (redacted) body, fsynced,
 and its rows before it is answered. Also the in-process decode + normalisation of the same
 log batches, as the floor.
+
+With `--baseline-root DIR` (a checkout of older code, e.g. `git archive <rev> | tar -x -C
+DIR`), each repeat also serves the same requests from that code, alternating with this
+one, so that the two are compared under the same load.
 
 Writes the medians, ratios, machine and command into bench/RESULTS.md.
 """
@@ -125,32 +130,32 @@ def _count(table: str, where: str = "TRUE") -> int:
     return int(result.stdout.strip())
 
 
-def run_once(batches: int, clients: int, server_workers: int) -> dict:
+def run_once(batches: int, clients: int, server_workers: int, root=ROOT) -> dict:
     import requests
 
-    url = fresh_database(DATABASE)
+    url = fresh_database(DATABASE)  # migrated by this code: older code runs on it too
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SECURE_SSL_REDIRECT": "0", "GOVERNANCE_LOG_LEVEL": "WARNING",
            "GOVERNANCE_VAR_DIR": str(OUT / "telemetry-var"), "CELERY_BROKER_URL": REDIS,
            "DJANGO_STATIC_MANIFEST": "0"}  # fmt: skip
     subprocess.run(["redis-cli", "-n", "6", "flushdb"], check=False, capture_output=True)
     subprocess.run(
         [sys.executable, "manage.py", "add_member", "bench", "sender", "editor", "--create-user"],
-        cwd=ROOT, env=env, check=True, capture_output=True,
+        cwd=root, env=env, check=True, capture_output=True,
     )  # fmt: skip
     token = subprocess.run(
         [sys.executable, "manage.py", "create_api_token", "--user", "sender", "--workspace", "bench"],
-        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+        cwd=root, env=env, check=True, capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "governance.wsgi", "--bind", f"127.0.0.1:{port}",
          "--workers", str(server_workers), "--log-level", "warning", "--timeout", "120"],
-        cwd=ROOT, env=env,
+        cwd=root, env=env,
     )  # fmt: skip
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "governance", "worker", "--queues",
          "ingest,analysis,default", "--concurrency", "1", "--loglevel", "WARNING"],
-        cwd=ROOT, env=env,
+        cwd=root, env=env,
     )  # fmt: skip
     try:
         for _ in range(100):
@@ -202,6 +207,17 @@ def run_once(batches: int, clients: int, server_workers: int) -> dict:
         worker.wait(timeout=60)
 
 
+def _baseline_rows(runs: list[dict], baseline: list[dict], root: str) -> list[str]:
+    rates = [r["logs_per_s"] for r in baseline]
+    ratios = [
+        new["logs_per_s"] / old["logs_per_s"] for new, old in zip(runs, baseline, strict=True)
+    ]
+    return [
+        f"| Baseline, same run, alternating with the runs above: `/v1/logs` served by the code in `{root}` | {statistics.median(rates):,.0f} records/s (runs: {', '.join(f'{r:,.0f}' for r in rates)}; {sum(r['failures'] for r in baseline)} failed or partial requests) | – |",
+        f"| This code ÷ baseline, `/v1/logs`, median of the paired runs | **{statistics.median(ratios):.2f}×** (pairs: {', '.join(f'{r:.2f}' for r in ratios)}) | – |",
+    ]  # fmt: skip
+
+
 def main() -> None:
     from bench.common import write_section
 
@@ -210,12 +226,18 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--server-workers", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline-root", help="a checkout of older code, served alternately")
     args = parser.parse_args()
     command = "python -m bench.telemetry " + " ".join(sys.argv[1:])
-    runs = []
+    runs, baseline = [], []
     for attempt in range(args.repeat):
         runs.append(run_once(args.batches, args.clients, args.server_workers))
         log(f"run {attempt + 1}: {runs[-1]}")
+        if args.baseline_root:
+            baseline.append(
+                run_once(args.batches, args.clients, args.server_workers, args.baseline_root)
+            )
+            log(f"baseline run {attempt + 1}: {baseline[-1]}")
     logs_rates = [r["logs_per_s"] for r in runs]
     traces_rates = [r["traces_per_s"] for r in runs]
     ratios = [r["logs_per_s"] / r["traces_per_s"] for r in runs]
@@ -228,10 +250,11 @@ def main() -> None:
             f"| Peer, same run and server: `/v1/traces`, the equivalent GenAI spans in {PER_BATCH}-span batches | {statistics.median(traces_rates):,.0f} spans/s (runs: {', '.join(f'{r:,.0f}' for r in traces_rates)}; {middle['stored_calls']:,} calls stored per run) | – |",
             f"| `/v1/logs` ÷ `/v1/traces`, median of the runs | {statistics.median(ratios):.2f} | – |",
             f"| Floor: in-process protobuf decode and normalisation of the same log batches, median | {statistics.median(r['decode_per_s'] for r in runs):,.0f} records/s | – |",
+            *(_baseline_rows(runs, baseline, args.baseline_root) if baseline else []),
         ]
     ) + (
         "\n\nOne-minute load average at the start and end of each run's sends: "
-        + ", ".join(f"{a:.1f}→{b:.1f}" for a, b in (r["load"] for r in runs))
+        + ", ".join(f"{a:.1f}→{b:.1f}" for a, b in (r["load"] for r in runs + baseline))
         + f" (on {os.cpu_count()} cores; other work on the machine slows every figure alike, "
         "so compare only the ratio within a run)."
     ) + (
@@ -239,7 +262,9 @@ def main() -> None:
         "its events in one transaction before answering; `/v1/traces` also loads calls and "
         "queues the derive step."
     )  # fmt: skip
-    write_section("OTLP logs receiver", body, command=command)
+    # Against a baseline the figures go to a section of their own, beside the last plain run.
+    section = "OTLP logs receiver against the older code" if baseline else "OTLP logs receiver"
+    write_section(section, body, command=command)
     print(body)
 
 

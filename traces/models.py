@@ -336,6 +336,21 @@ class Call(WorkspaceOwned):
     tool_errors = models.PositiveIntegerField(
         default=0, db_default=0, help_text="Of those, results flagged is_error."
     )
+    # Cost inputs. Database defaults, as above, keep raw COPYs naming other columns valid.
+    cache_creation_1h_tokens = models.PositiveBigIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Of cache_creation_tokens, those written to the 1-hour cache (the rest are "
+        "5-minute writes); priced at the 1-hour rate.",
+    )
+    cost_usd = models.DecimalField(
+        max_digits=16,
+        decimal_places=8,
+        null=True,
+        blank=True,
+        help_text="The harness's own cost of the call (telemetry api_request cost_usd); "
+        "when set it is the call's cost, else the price table prices its tokens.",
+    )
 
     class Meta:
         ordering = ["session_id", "session_index"]

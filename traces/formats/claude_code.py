@@ -404,11 +404,14 @@ class ClaudeCodeParser:
                 return
             uncached, cache_creation, cache_read, output = counts
         breakdown = usage.get("cache_creation")
+        hour_writes = 0
         if type(breakdown) is dict:
             five = breakdown.get("ephemeral_5m_input_tokens")
             hour = breakdown.get("ephemeral_1h_input_tokens")
-            if type(five) is int and type(hour) is int and five + hour > 0:
+            if type(five) is int and type(hour) is int and five >= 0 and hour >= 0 and five + hour:
+                # The breakdown is the billed split (ccusage counts it the same way).
                 cache_creation = five + hour
+                hour_writes = hour
         model = message.get("model") or ""
         if model == "<synthetic>":
             self.stats.ignored_lines += 1  # a locally generated error, not an API call
@@ -428,6 +431,7 @@ class ClaudeCodeParser:
                 HARNESS, session_id, agent_id, key, timestamp, str(model), uncached, cache_creation,
                 cache_read, output, 0, context, line, sidechain,
             )  # fmt: skip
+            record.cache_creation_1h_tokens = hour_writes
             if hash(slot) in self._emitted:
                 # A late line of a call already emitted: the loader merges it with the stored
                 # call by the same rule, and counts it as a duplicate.
@@ -452,6 +456,7 @@ class ClaudeCodeParser:
                 record.model = str(model) or record.model
                 record.input_tokens = uncached
                 record.cache_creation_tokens = cache_creation
+                record.cache_creation_1h_tokens = hour_writes
                 record.cache_read_tokens = cache_read
                 record.output_tokens = output
                 record.context_tokens = context

@@ -55,6 +55,7 @@ class CallRecord:
     text: dict = field(default_factory=dict)
     reemitted: bool = False  # the parser emitted this call before (a late streamed line)
     source_file_id: int | None = None  # set by the loader: the file it was read from
+    cache_creation_1h_tokens: int = 0  # of cache_creation_tokens, the 1-hour cache writes
 
 
 @dataclass(slots=True)
@@ -96,6 +97,7 @@ class ParseStats:
 MAX_TOKEN_COUNT = 10**12
 CALL_COUNTS = (
     "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens", "reasoning_tokens",
+    "cache_creation_1h_tokens",
 )  # fmt: skip
 COMPACTION_COUNTS = ("pre_tokens", "post_tokens", "summary_tokens", "duration_ms")
 

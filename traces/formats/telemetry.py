@@ -160,20 +160,23 @@ def _redact_attributes(attributes, mode: str, hashes: dict) -> bool:
     """`hashes` maps a value to its keyed hash (filled on the way; values repeat)."""
     changed = False
     for index in range(len(attributes) - 1, -1, -1):
-        item = attributes[index]
-        if item.key not in IDENTITY_SET:
-            continue
-        if mode == IDENTITY_DROP:
-            del attributes[index]
-        else:
-            text = str(_any_value(item.value))
-            hashed = hashes.get(text)
-            if hashed is None:
-                hashed = hashes[text] = identity_hash(text, hashes[None])
-            item.value.Clear()
-            item.value.string_value = hashed
-        changed = True
+        if attributes[index].key in IDENTITY_SET:
+            _redact_one(attributes, index, mode, hashes)
+            changed = True
     return changed
+
+
+def _redact_one(attributes, index: int, mode: str, hashes: dict) -> None:
+    if mode == IDENTITY_DROP:
+        del attributes[index]
+        return
+    item = attributes[index]
+    text = str(_any_value(item.value))
+    hashed = hashes.get(text)
+    if hashed is None:
+        hashed = hashes[text] = identity_hash(text, hashes[None])
+    item.value.Clear()
+    item.value.string_value = hashed
 
 
 def redact(request, mode: str, salt: str) -> bool:
@@ -261,6 +264,31 @@ def _any_value(value):
 
 def attributes_dict(attributes) -> dict:
     return {kv.key: _any_value(kv.value) for kv in attributes}
+
+
+REDACTED = object()  # marks, in the `hashes` of a request, that a record was redacted
+
+
+def _record_attributes(attributes, mode: str, hashes: dict) -> dict:
+    """`attributes_dict` of a log record with its identity attributes redacted, in the
+    message too (in place), in one pass over the attributes."""
+    attrs = {kv.key: _any_value(kv.value) for kv in attributes}
+    if mode == IDENTITY_KEEP or IDENTITY_SET.isdisjoint(attrs):
+        return attrs
+    if len(attrs) == len(attributes):
+        # No repeated key: the dict keeps the message's order, so the identity attributes'
+        # positions come from it, without reading every attribute of the message again.
+        for index in reversed([i for i, key in enumerate(attrs) if key in IDENTITY_SET]):
+            _redact_one(attributes, index, mode, hashes)
+    else:
+        _redact_attributes(attributes, mode, hashes)
+    hashes[REDACTED] = True
+    for key in IDENTITY_SET.intersection(attrs):
+        if mode == IDENTITY_DROP:
+            del attrs[key]
+        else:
+            attrs[key] = hashes[str(attrs[key])]
+    return attrs
 
 
 def _limit(key: str) -> int | None:
@@ -374,6 +402,15 @@ def _digest(*parts) -> str:
     ).hexdigest()
 
 
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def _event_key(name: str, nanos: int, attributes_json: bytes) -> str:
+    """`_digest(name, nanos, attrs)` from the attributes' sorted JSON, without a second dump."""
+    head = orjson.dumps([name, nanos])[:-1]
+    return hashlib.blake2b(head + b"," + attributes_json + b"]", digest_size=16).hexdigest()
+
+
 # --- logs -----------------------------------------------------------------------------------
 
 
@@ -405,6 +442,7 @@ class EventRecord:
     duration_ms: int | None = None
     context_window: int | None = None
     auto_compact_token_limit: int | None = None
+    attributes_json: bytes = b""  # `attributes` as sorted JSON (stored as it is)
 
 
 @dataclass
@@ -414,6 +452,7 @@ class LogsResult:
     records: int = 0
     unknown: int = 0  # stored with recognised=False
     skipped: int = 0  # Codex stream events other than response.completed, not stored
+    redacted: bool = False  # identity attributes were hashed or dropped in the request
 
 
 def event_name(record, attrs: dict, resource: dict) -> str:
@@ -432,8 +471,10 @@ def event_name(record, attrs: dict, resource: dict) -> str:
     return name
 
 
-def _event(record, path: str, resource: dict) -> EventRecord | None:
-    attrs = attributes_dict(record.attributes)
+def _event(
+    record, path: str, resource: dict, mode: str = IDENTITY_KEEP, hashes: dict | None = None
+) -> EventRecord | None:
+    attrs = _record_attributes(record.attributes, mode, hashes)
     name = event_name(record, attrs, resource)
     if not name:
         raise Rejected("no event name (LogRecord.eventName, a dotted body or event.name)")
@@ -461,15 +502,17 @@ def _event(record, path: str, resource: dict) -> EventRecord | None:
         return None  # one per streamed chunk: counted, kept in the raw body only
     counts = {key: _int(attrs, key) for key in COUNT_ATTRIBUTES.get(name, ())}
     count = counts.get
+    attributes_json = orjson.dumps(attrs, option=_SORTED)
     event = EventRecord(
         path=path,
         name=name,
         recognised=name in KNOWN_EVENTS,
         harness=harness,
         session_id=session_id,
-        key=_digest(name, nanos, attrs),
+        key=_event_key(name, nanos, attributes_json),
         timestamp=timestamp,
         attributes=attrs,
+        attributes_json=attributes_json,
         prompt_id=_text(attrs, "prompt.id", 64),
         request_id=_text(attrs, "request_id") or _text(attrs, "auth.request_id"),
         app_version=_text(attrs, "app.version", 64) or _text(resource, "service.version", 64),
@@ -505,16 +548,28 @@ def _event(record, path: str, resource: dict) -> EventRecord | None:
     return event
 
 
-def normalise_logs(request: ExportLogsServiceRequest) -> LogsResult:
+def normalise_logs(
+    request: ExportLogsServiceRequest, mode: str = IDENTITY_KEEP, salt: str = ""
+) -> LogsResult:
+    """The request's events. With `mode` hash or drop, the identity attributes are first
+    redacted in the request itself (as `redact` does; `result.redacted` says whether any
+    were), in the same pass that reads them."""
     result = LogsResult()
+    hashes: dict = {None: salt}
     for r, resource_logs in enumerate(request.resource_logs):
+        if mode != IDENTITY_KEEP:
+            for attributes in (
+                resource_logs.resource.attributes,
+                *(scope.scope.attributes for scope in resource_logs.scope_logs),
+            ):
+                result.redacted = _redact_attributes(attributes, mode, hashes) or result.redacted
         resource = attributes_dict(resource_logs.resource.attributes)
         for s, scope_logs in enumerate(resource_logs.scope_logs):
             for i, record in enumerate(scope_logs.log_records):
                 result.records += 1
                 path = f"resourceLogs[{r}].scopeLogs[{s}].logRecords[{i}]"
                 try:
-                    event = _event(record, path, resource)
+                    event = _event(record, path, resource, mode, hashes)
                 except Rejected as exc:
                     result.rejected.append((path, str(exc)))
                     continue
@@ -524,6 +579,7 @@ def normalise_logs(request: ExportLogsServiceRequest) -> LogsResult:
                 if not event.recognised:
                     result.unknown += 1
                 result.events.append(event)
+    result.redacted = result.redacted or REDACTED in hashes
     return result
 
 

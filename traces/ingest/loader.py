@@ -198,6 +198,11 @@ class TraceLoader(BatchWriter):
             with transaction.atomic():
                 sessions_derive_loaded(workspace_id=self.workspace.pk, calls=loaded)
             self.summary.derived_sessions |= set(loaded)
+        if self.touched_sessions:
+            # Telemetry may have reported these calls' costs before they arrived.
+            from traces.services.call_costs import calls_telemetry_cost_apply
+
+            calls_telemetry_cost_apply(session_ids=self.touched_sessions)
         return self.touched_sessions - set(loaded)
 
     def _record_ingested(self) -> None:

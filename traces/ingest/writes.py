@@ -31,12 +31,12 @@ CALL_COLUMNS = (
     "workspace_id", "session_id", "agent_id", "key", "session_index", "agent_index", "timestamp",
     "model", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens",
     "reasoning_tokens", "context_tokens", "is_sidechain", "tool_names", "touches", "source_line",
-    "source_file_id", *FACT_COLUMNS,
+    "source_file_id", *FACT_COLUMNS, "cache_creation_1h_tokens",
 )  # fmt: skip
 # PostgreSQL types of CALL_COLUMNS, for binary COPY (varchar columns take text).
 CALL_TYPES = (
     "int8", "int8", "int8", "text", "int4", "int4", "timestamptz", "text", "int8", "int8", "int8",
-    "int8", "int8", "int8", "bool", "text", "text", "int4", "int8", *FACT_TYPES,
+    "int8", "int8", "int8", "bool", "text", "text", "int4", "int8", *FACT_TYPES, "int8",
 )  # fmt: skip
 TEXT_TYPES = ("int8", "bytea")
 # `kept_line_wins` in SQL, for a call already stored (`traces_call`) and a new line of it
@@ -54,7 +54,7 @@ KEPT_LINE_RULE = (
 UPDATED_ON_CONFLICT = (
     "model", "input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens",
     "reasoning_tokens", "context_tokens", "is_sidechain", "tool_names", "touches", "source_line",
-    "source_file_id", *FACT_COLUMNS,
+    "source_file_id", *FACT_COLUMNS, "cache_creation_1h_tokens",
 )  # fmt: skip
 
 
@@ -117,6 +117,7 @@ class BatchWriter:
                         record.line or None,
                         record.source_file_id,
                         *fact_values(text_facts(record.text)),
+                        record.cache_creation_1h_tokens,
                     )
                 )
                 texts[(session_pk, key)] = record.text

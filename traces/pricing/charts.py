@@ -11,7 +11,8 @@ FORK_COLOR = "#b91c1c"
 
 
 def agent_type_cost(rows: list[dict]) -> dict:
-    """Horizontal bars: dollars by agent type, forked starts in red and named so."""
+    """Horizontal bars: dollars by row `label` (agent type, or query source and agent name),
+    forked starts in red and named so."""
     priced = [r for r in rows if r["cost"].priced_calls][:20]
     priced.reverse()  # costliest on top
     labels = [
@@ -29,7 +30,10 @@ def agent_type_cost(rows: list[dict]) -> dict:
             },
             text=[numfmt.usd(v) for v in values],
             textposition="auto",
-            customdata=[[r["agents"], r["cost"].priced_calls] for r in priced],
+            customdata=[
+                [r["agents"] if r["agents"] is not None else "–", r["cost"].priced_calls]
+                for r in priced
+            ],
             hovertemplate="%{y}: %{text}<br>%{customdata[0]} agents, %{customdata[1]} priced calls"
             "<extra></extra>",
         )

@@ -8,7 +8,7 @@ from django.shortcuts import redirect
 from governance.errors import InputError
 from governance.models import Role
 from governance.views import WorkspaceTemplateView
-from traces.pricing import selectors, services
+from traces.pricing import charts, selectors, services
 from traces.pricing.analysis.list_prices import AS_OF
 from traces.pricing.forms import ModelPriceForm
 
@@ -105,3 +105,32 @@ class ModelPriceRemoveView(WorkspaceTemplateView):
 
     def get(self, request, *args, **kwargs):
         return redirect(self.wreverse("pricing:price_table"))
+
+
+class SubagentCostPage(WorkspaceTemplateView):
+    """Cost by telemetry query source and agent name, fork starts marked: a chart and a table."""
+
+    template_name = "pricing/subagent_cost.html"
+
+    def get_context_data(self, **kwargs):
+        costs = selectors.subagent_costs(workspace=self.workspace)
+        rows = costs["rows"]
+        endpoint = self.request.build_absolute_uri("/").rstrip("/")
+        return super().get_context_data(
+            rows=rows,
+            total=costs["total"],
+            telemetry_only=costs["telemetry_only"],
+            forks=sum(1 for r in rows if r["start_kind"] == "fork"),
+            with_telemetry=sum(1 for r in rows if r["query_source"]),
+            figure=charts.agent_type_cost(rows)
+            if any(r["cost"].priced_calls for r in rows)
+            else None,
+            otlp_endpoint=endpoint,
+            upload_url=self.wreverse("traces:upload"),
+            empty_message="Upload transcripts, or send Claude Code's telemetry here so that each "
+            "request carries its query source, agent name and cost: CLAUDE_CODE_ENABLE_TELEMETRY=1 "
+            "OTEL_LOGS_EXPORTER=otlp OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf "
+            f"OTEL_EXPORTER_OTLP_ENDPOINT={endpoint} "
+            'OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer <your API token>" claude',
+            **kwargs,
+        )

@@ -35,6 +35,7 @@ from traces.models import (
     TelemetryPolicy,
     UploadSource,
 )
+from traces.services.call_costs import API_REQUEST, calls_telemetry_cost_set
 from traces.services.derivation import _sessions_mark, derive_pending_queue
 from traces.services.uploads import raw_upload_store
 
@@ -100,8 +101,13 @@ def otlp_body_store(
         if policy.identity != IDENTITY_KEEP and may_hold_identity(body):
             raise
         stored, stored_type, request = body, content_type, None
+    upload, created = _body_keep(workspace, user, stored, stored_type, signal)
+    return upload, created, stored, stored_type, request
+
+
+def _body_keep(workspace: Workspace, user, stored: bytes, stored_type: str, signal: str):
     extension = "pb" if "protobuf" in stored_type else "json"
-    upload, created = raw_upload_store(
+    return raw_upload_store(
         workspace=workspace,
         name=f"otlp-{signal}.{extension}",
         chunks=[stored],
@@ -109,10 +115,9 @@ def otlp_body_store(
         user=user,
         content_type=stored_type,
     )
-    return upload, created, stored, stored_type, request
 
 
-def _sessions_for(workspace: Workspace, records: list) -> dict:
+def _sessions_for(workspace: Workspace, records: list, created: set | None = None) -> dict:
     """(harness, external id) -> session pk for the records' sessions, creating missing
     ones with the app version and earliest time the records show (so that a session known
     only from telemetry sorts by its time in the sessions list)."""
@@ -146,7 +151,10 @@ def _sessions_for(workspace: Workspace, records: list) -> dict:
     ]  # fmt: skip
     if missing:
         Session.objects.bulk_create(missing, ignore_conflicts=True)
+        before = set(found.values())
         found = existing()
+        if created is not None:
+            created.update(set(found.values()) - before)
     return found
 
 
@@ -189,52 +197,95 @@ def _linked_calls(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
 # --- logs -----------------------------------------------------------------------------------
 
 
+def _logs_store(workspace: Workspace, user, body: bytes, content_type: str):
+    """(upload, created, events) for a logs body: decoded once and redacted while read (one
+    pass over the attributes; the raw identity is never stored, the re-encoded request is,
+    as `redacted_body` does). A body that does not decode is stored if it may be, as for
+    any signal, and then the decode error is raised."""
+    policy = telemetry_policy_for(workspace=workspace)
+    try:
+        request = decode(body, content_type, "logs")
+    except OtlpDecodeError:
+        upload, created, stored, stored_type, _ = otlp_body_store(
+            workspace=workspace, user=user, body=body, content_type=content_type, signal="logs"
+        )
+        return upload, created, normalise_logs(decode(stored, stored_type, "logs"))
+    mode = policy.identity if may_hold_identity(body) else IDENTITY_KEEP
+    result = normalise_logs(request, mode, policy.identity_key)
+    stored, stored_type = (
+        (request.SerializeToString(), "application/x-protobuf")
+        if result.redacted
+        else (body, content_type)
+    )
+    upload, created = _body_keep(workspace, user, stored, stored_type, "logs")
+    return upload, created, result
+
+
+def _event_rows(workspace: Workspace, upload: RawUpload, events: list, sessions, links):
+    """EVENT_COLUMNS rows of the events, and {session pk: (context window, compact limit)}."""
+    rows = []
+    windows = {}
+    for e in events:
+        session_pk = sessions[(e.harness, e.session_id)]
+        if e.context_window is not None or e.auto_compact_token_limit is not None:
+            windows[session_pk] = (e.context_window, e.auto_compact_token_limit)
+        rows.append((
+            workspace.pk, session_pk, upload.pk,
+            links.get((session_pk, e.request_id)) if e.request_id else None,
+            e.key, e.name, e.recognised, e.timestamp, e.prompt_id, e.request_id,
+            e.app_version, e.model, e.query_source, e.agent_name, e.input_tokens,
+            e.output_tokens, e.cache_read_tokens, e.cache_creation_tokens,
+            e.reasoning_tokens, e.cost_usd, e.duration_ms, e.attributes_json or e.attributes,
+        ))  # fmt: skip
+    return rows, windows
+
+
+def _windows_store(windows: dict) -> None:
+    for session_pk, (window, limit) in windows.items():
+        changes = {}
+        if window is not None:
+            changes["context_window"] = window
+        if limit is not None:
+            changes["auto_compact_token_limit"] = limit
+        Session.objects.filter(pk=session_pk).update(**changes)
+
+
+def _linked_costs(rows: list[tuple]) -> dict:
+    """{call id: cost} from stored api_request rows linked to a call (the first row of a
+    call gives its cost, as in `calls_telemetry_cost_apply`)."""
+    costs: dict[int, object] = {}
+    for row in rows:
+        if row[3] is not None and row[19] is not None and row[5] == API_REQUEST:
+            costs.setdefault(row[3], row[19])
+    return costs
+
+
 def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: str) -> LogsResult:
     """Store the request (redacted), then its events, in one transaction. The same bytes
     sent again add nothing; so does an event already stored (same session, name, time and
-    attributes)."""
+    attributes). An api_request event linked to a stored call gives the call its cost."""
     with transaction.atomic():
-        upload, created, stored, stored_type, request = otlp_body_store(
-            workspace=workspace, user=user, body=body, content_type=content_type, signal="logs"
-        )
-        result = normalise_logs(
-            request if request is not None else decode(stored, stored_type, "logs")
-        )
+        upload, created, result = _logs_store(workspace, user, body, content_type)
         if not created:
             return result
-        sessions = _sessions_for(workspace, result.events)
+        new_sessions: set[int] = set()
+        sessions = _sessions_for(workspace, result.events, new_sessions)
         links = _linked_calls(
             {
-                (sessions[(e.harness, e.session_id)], e.request_id)
+                (session_pk, e.request_id)
                 for e in result.events
-                if e.request_id and e.name == "claude_code.api_request"
+                if e.request_id
+                and e.name == API_REQUEST
+                # A session this request created has no calls yet.
+                and (session_pk := sessions[(e.harness, e.session_id)]) not in new_sessions
             }
         )
-        rows = []
-        windows = {}
-        for e in result.events:
-            session_pk = sessions[(e.harness, e.session_id)]
-            if e.context_window is not None or e.auto_compact_token_limit is not None:
-                windows[session_pk] = (e.context_window, e.auto_compact_token_limit)
-            rows.append((
-                workspace.pk, session_pk, upload.pk,
-                links.get((session_pk, e.request_id)) if e.request_id else None,
-                e.key, e.name, e.recognised, e.timestamp, e.prompt_id, e.request_id,
-                e.app_version, e.model, e.query_source, e.agent_name, e.input_tokens,
-                e.output_tokens, e.cache_read_tokens, e.cache_creation_tokens,
-                e.reasoning_tokens, e.cost_usd, e.duration_ms, e.attributes,
-            ))  # fmt: skip
+        rows, windows = _event_rows(workspace, upload, result.events, sessions, links)
         fresh = _new_events(rows)
         _write_rows(TelemetryEvent, EVENT_COLUMNS, fresh)
-        stored_events = len(fresh)
         _compaction_events_join(workspace, fresh)
-        for session_pk, (window, limit) in windows.items():
-            changes = {}
-            if window is not None:
-                changes["context_window"] = window
-            if limit is not None:
-                changes["auto_compact_token_limit"] = limit
-            Session.objects.filter(pk=session_pk).update(**changes)
+        calls_telemetry_cost_set(costs=_linked_costs(fresh))
+        _windows_store(windows)
         audit_record(
             workspace=workspace,
             actor=user,
@@ -243,8 +294,8 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
             data={
                 "bytes": upload.size,
                 "records": result.records,
-                "events": stored_events,
-                "duplicate_events": len(rows) - stored_events,
+                "events": len(fresh),
+                "duplicate_events": len(rows) - len(fresh),
                 "unknown_events": result.unknown,
                 "skipped_stream_events": result.skipped,
                 "rejected_records": len(result.rejected),
@@ -294,24 +345,48 @@ def _write_rows(model, columns: tuple[str, ...], rows: list[tuple]) -> None:
                 copy_sql = f"COPY {model._meta.db_table} ({', '.join(columns)}) FROM STDIN"
                 with cursor.cursor.copy(copy_sql) as copy:
                     for row in rows:
-                        # jsonb refuses NUL characters, which a string attribute may hold.
-                        document = orjson.dumps(row[-1]).decode().replace("\\u0000", "")
+                        document = row[-1]
+                        document = (
+                            document if type(document) is bytes else orjson.dumps(document)
+                        ).decode()
+                        if "\\u0000" in document:
+                            # jsonb refuses NUL characters, which a string attribute may hold.
+                            document = document.replace("\\u0000", "")
                         copy.write_row((*row[:-1], document))
             return
         except (IntegrityError, UniqueViolation):  # the raw COPY raises psycopg's own error
             pass
-    objects = [model(**dict(zip(columns, row, strict=True))) for row in rows]
+    objects = [
+        model(**dict(zip(columns, (*row[:-1], _document(row[-1])), strict=True))) for row in rows
+    ]
     for start in range(0, len(objects), INSERT_BATCH):
         model.objects.bulk_create(objects[start : start + INSERT_BATCH], ignore_conflicts=True)
 
 
+def _document(value):
+    return orjson.loads(value) if type(value) is bytes else value
+
+
 def _new_events(rows: list[tuple]) -> list[tuple]:
     """The rows whose (session, key) is not stored yet, nor repeated earlier in the batch."""
-    stored = set(
-        TelemetryEvent.objects.filter(
-            session_id__in={row[1] for row in rows}, key__in={row[4] for row in rows}
-        ).values_list("session_id", "key")
-    ) if rows else set()  # fmt: skip
+    if not rows:
+        return []
+    if connection.vendor == "postgresql":
+        # One statement through the (session, key) index, without compiling a long IN list.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT e.session_id, e.key FROM traces_telemetryevent e "
+                "JOIN unnest(%s::bigint[], %s::text[]) AS w(session_id, key) "
+                "ON e.session_id = w.session_id AND e.key = w.key",
+                [[row[1] for row in rows], [row[4] for row in rows]],
+            )
+            stored = set(cursor.fetchall())
+    else:
+        stored = set(
+            TelemetryEvent.objects.filter(
+                session_id__in={row[1] for row in rows}, key__in={row[4] for row in rows}
+            ).values_list("session_id", "key")
+        )
     fresh = []
     for row in rows:
         if (row[1], row[4]) not in stored:

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import numfmt
+
 MILLION = Decimal(1_000_000)
 RATE_FIELDS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
 TELEMETRY = "telemetry"
@@ -49,10 +51,11 @@ class ModelPrice:
 
 @dataclass(frozen=True)
 class PriceTable:
-    """One version of a workspace's price table."""
+    """One version of a workspace's price table; `saved` is its date (ISO), when known."""
 
     version: int
     prices: tuple[ModelPrice, ...]
+    saved: str = ""
 
     @property
     def source(self) -> str:
@@ -165,6 +168,22 @@ class CostSummary:
     by_model: list[ModelCost] = field(default_factory=list)
     unpriced_models: list[str] = field(default_factory=list)
     table_version: int | None = None
+    telemetry_usd: Decimal = Decimal(0)  # the part of `usd` the harness reported itself
+    table_usd: Decimal = Decimal(0)  # the part priced from the table
+    table_saved: str = ""  # the date of the table version
+
+    @property
+    def telemetry_share(self) -> float | None:
+        """The share of the priced dollars that came from telemetry (None without dollars)."""
+        if not self.usd:
+            return None
+        return float(self.telemetry_usd / self.usd)
+
+    @property
+    def split_text(self) -> str:
+        """Where the dollars came from, e.g. "80.0% from telemetry (12 calls), 20.0% from
+        price table v3 (2026-11-01) (30 calls)"."""
+        return split_text(self)
 
     @property
     def unpriced_calls(self) -> int:
@@ -203,7 +222,7 @@ def summarise(groups: list[UsageGroup], table: PriceTable | None) -> CostSummary
     """
     summary = CostSummary(
         usd=Decimal(0), calls=0, priced_calls=0, telemetry_calls=0, table_calls=0,
-        table_version=table.version if table else None,
+        table_version=table.version if table else None, table_saved=table.saved if table else "",
     )  # fmt: skip
     merged: dict[str, ModelCost] = {}
     unpriced: dict[str, int] = {}
@@ -221,8 +240,10 @@ def summarise(groups: list[UsageGroup], table: PriceTable | None) -> CostSummary
             summary.priced_tokens += tokens
             if cost.source == TELEMETRY:
                 summary.telemetry_calls += group.calls
+                summary.telemetry_usd += cost.usd
             else:
                 summary.table_calls += group.calls
+                summary.table_usd += cost.usd
         price = table.price_for(group.model) if table and cost.source != TELEMETRY else None
         row = merged.get(group.model)
         if row is None:
@@ -247,6 +268,32 @@ def summarise(groups: list[UsageGroup], table: PriceTable | None) -> CostSummary
         merged.values(), key=lambda m: (m.usd is None, -(m.usd or 0), m.model)
     )
     return summary
+
+
+def _share(part: Decimal, whole: Decimal) -> str:
+    return numfmt.percent(float(part / whole))
+
+
+def split_text(summary: CostSummary) -> str:
+    """The sources of a summary's dollars with their shares of them and their call counts."""
+    if not summary.priced_calls:
+        return NO_PRICE
+    parts = []
+    whole = summary.usd
+    for usd, calls, name in (
+        (summary.telemetry_usd, summary.telemetry_calls, TELEMETRY),
+        (summary.table_usd, summary.table_calls, _table_name(summary)),
+    ):
+        if not calls:
+            continue
+        share = _share(usd, whole) if whole else "–"
+        parts.append(f"{share} from {name} ({numfmt.count(calls)} call{'s' if calls != 1 else ''})")
+    return ", ".join(parts)
+
+
+def _table_name(summary: CostSummary) -> str:
+    name = f"price table v{summary.table_version}"
+    return f"{name} ({summary.table_saved})" if summary.table_saved else name
 
 
 def dollars_for_tokens(tokens: float, summary: CostSummary | None) -> Decimal | None:

@@ -99,5 +99,32 @@ class CostSummarySerializer(serializers.Serializer):
     telemetry_calls = serializers.IntegerField()
     table_calls = serializers.IntegerField()
     table_version = serializers.IntegerField(allow_null=True)
+    table_saved = serializers.CharField(help_text="The table version's date (YYYY-MM-DD).")
+    telemetry_usd = serializers.DecimalField(
+        max_digits=20, decimal_places=6, help_text="The part of usd the harness reported."
+    )
+    table_usd = serializers.DecimalField(
+        max_digits=20, decimal_places=6, help_text="The part of usd priced from the table."
+    )
+    split = serializers.CharField(
+        help_text='e.g. "80.0% from telemetry (12 calls), 20.0% from price table v3 '
+        '(2026-11-01) (30 calls)".'
+    )
     unpriced_models = serializers.ListField(child=serializers.CharField())
     by_model = ModelCostSerializer(many=True)
+
+
+class SubagentCostRowSerializer(serializers.Serializer):
+    query_source = serializers.CharField(help_text="From telemetry; empty without an event.")
+    agent_name = serializers.CharField()
+    kind = serializers.CharField(help_text="main, subagent, compaction or telemetry only.")
+    start_kind = serializers.CharField(help_text="fresh, fork or unknown.")
+    agents = serializers.IntegerField(allow_null=True)
+    per_agent_usd = serializers.DecimalField(max_digits=20, decimal_places=6, allow_null=True)
+    cost = CostSummarySerializer()
+
+
+class SubagentCostSerializer(serializers.Serializer):
+    rows = SubagentCostRowSerializer(many=True)
+    total = CostSummarySerializer()
+    telemetry_only_calls = serializers.IntegerField()

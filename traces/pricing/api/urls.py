@@ -10,5 +10,6 @@ router.register("prices", views.PriceTableViewSet, basename="price-table")
 
 urlpatterns = [
     path("sessions/<int:pk>/cost/", views.SessionCostView.as_view(), name="session-cost"),
+    path("costs/by-agent/", views.SubagentCostView.as_view(), name="subagent-cost"),
     *router.urls,
 ]

@@ -120,18 +120,50 @@ class SessionCostView(APIView):
         summary="A session's dollar cost",
         description="The sum over the session's calls of each call's cost: the harness's own "
         "`cost_usd` where telemetry carried one, else its tokens at the current price table "
-        "(cache writes at the 5-minute rate: the stored call does not split 5-minute and "
-        "1-hour writes). Calls whose model has no price are counted in `unpriced_calls` and "
+        "(1-hour cache writes at the 1-hour rate, the rest at the 5-minute rate); requests "
+        "known only from telemetry count at their `cost_usd`. `telemetry_usd` and `table_usd` "
+        "split `usd` by source, and `split` says it in words with the table version's date. "
+        "Calls whose model has no price are counted in `unpriced_calls` and "
         "`unpriced_models`, never as $0: `usd` covers the priced calls only.",
         responses=serializers.CostSummarySerializer,
     )
     def get(self, request, pk: int):
         session = trace_selectors.session_get(workspace=request.workspace, pk=pk)
         summary = selectors.session_cost(session=session)
+        return Response(serializers.CostSummarySerializer(summary_data(summary)).data)
+
+
+def summary_data(summary) -> dict:
+    return {
+        **summary.__dict__,
+        "source": summary.source,
+        "split": summary.split_text,
+        "unpriced_calls": summary.unpriced_calls,
+        "by_model": [row.__dict__ for row in summary.by_model],
+    }
+
+
+class SubagentCostView(APIView):
+    """The workspace's cost by telemetry query source and agent name, fork starts marked."""
+
+    @extend_schema(
+        summary="Cost by query source and agent name",
+        description="One row per (query_source, agent name, agent kind, start kind), costliest "
+        "first. A call takes the `query_source` and agent name of its telemetry "
+        "`claude_code.api_request` event (joined by request id within the session); a call "
+        "without one has an empty query_source and the transcript's subagent type as its "
+        "agent name (`main` for the main thread). `kind` is main, subagent, compaction, or "
+        "`telemetry only` for requests that match no stored call (then `agents` is null). "
+        "`start_kind` `fork` marks subagents that started from their parent's window. Each "
+        "row's `cost` is a cost summary with its sources, as for a session.",
+        responses=serializers.SubagentCostSerializer,
+    )
+    def get(self, request):
+        costs = selectors.subagent_costs(workspace=request.workspace)
+        rows = [{**row, "cost": summary_data(row["cost"])} for row in costs["rows"]]
         data = {
-            **summary.__dict__,
-            "source": summary.source,
-            "unpriced_calls": summary.unpriced_calls,
-            "by_model": [row.__dict__ for row in summary.by_model],
+            "rows": rows,
+            "total": summary_data(costs["total"]),
+            "telemetry_only_calls": costs["telemetry_only"],
         }
-        return Response(serializers.CostSummarySerializer(data).data)
+        return Response(serializers.SubagentCostSerializer(data).data)
