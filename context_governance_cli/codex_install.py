@@ -18,7 +18,12 @@ import tomllib
 from pathlib import Path
 
 from context_governance_cli import config
-from context_governance_cli.install import Change, InstallError, _manifest_path
+from context_governance_cli.install import (
+    Change,
+    InstallError,
+    _manifest_path,
+    read_settings_text,
+)
 
 MARK = "  # added by context-governance"
 SUBCOMMAND = "codex-notify"
@@ -37,12 +42,9 @@ def default_argv() -> list[str]:
 
 
 def _load(path: Path) -> tuple[str | None, dict]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    text = read_settings_text(path)
+    if text is None:
         return None, {}
-    except OSError as exc:
-        raise InstallError(f"{path}: {exc.strerror}") from None
     try:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -51,13 +51,20 @@ def _manifest_path() -> Path:
     return config.config_dir() / "installs.json"
 
 
-def _load(path: Path) -> tuple[str | None, dict]:
+def read_settings_text(path: Path) -> str | None:
+    """The file's text, None if it does not exist; another read error is an InstallError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return None, {}
+        return None
     except OSError as exc:
         raise InstallError(f"{path}: {exc.strerror}") from None
+
+
+def _load(path: Path) -> tuple[str | None, dict]:
+    text = read_settings_text(path)
+    if text is None:
+        return None, {}
     if not text.strip():
         return text, {}
     try:
