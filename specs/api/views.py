@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from governance.api.viewsets import WorkspaceScopedMixin
 from governance.models import Role
 from specs import selectors, services
-from specs.api import serializers
+from specs.api import serializers, survival_serializers
 from specs.filters import RestartPackageFilter, SpecFilter, SpecVersionFilter
 from specs.formats.restart import (
     Discrepancy,
@@ -492,7 +492,7 @@ class SurvivalVerdictViewSet(
     earlier audits), with people's corrections."""
 
     queryset = SurvivalVerdict.objects.all()
-    serializer_class = serializers.SurvivalVerdictSerializer
+    serializer_class = survival_serializers.SurvivalVerdictSerializer
     action_roles = {"correct": Role.EDITOR, "run": Role.EDITOR}
 
     def get_queryset(self):
@@ -525,8 +525,8 @@ class SurvivalVerdictViewSet(
         return super().list(request, *args, **kwargs)
 
     @extend_schema(
-        request=serializers.SurvivalCorrectSerializer,
-        responses=serializers.SurvivalVerdictSerializer,
+        request=survival_serializers.SurvivalCorrectSerializer,
+        responses=survival_serializers.SurvivalVerdictSerializer,
         summary="Correct one verdict (editors)",
         description="Sets your verdict (kept or lost) on one item; a re-run of the audit never "
         "overwrites it. `computed` withdraws the correction.",
@@ -534,7 +534,7 @@ class SurvivalVerdictViewSet(
     @action(detail=True, methods=["post"])
     def correct(self, request, pk=None):
         verdict = self.get_object()
-        payload = serializers.SurvivalCorrectSerializer(data=request.data)
+        payload = survival_serializers.SurvivalCorrectSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         services.survival_verdict_correct(
             verdict=verdict,
@@ -545,8 +545,8 @@ class SurvivalVerdictViewSet(
         return Response(self.get_serializer(self.get_object()).data)
 
     @extend_schema(
-        request=serializers.SurvivalRunSerializer,
-        responses=serializers.SurvivalRunResultSerializer,
+        request=survival_serializers.SurvivalRunSerializer,
+        responses=survival_serializers.SurvivalRunResultSerializer,
         summary="Audit existing compaction summaries again (editors)",
         description="Runs the audit for every compaction with a summary (in one session, or "
         "the whole workspace) against the current authoritative version; corrections are kept.",
@@ -555,7 +555,7 @@ class SurvivalVerdictViewSet(
     def run(self, request):
         from traces import selectors as trace_selectors
 
-        payload = serializers.SurvivalRunSerializer(data=request.data)
+        payload = survival_serializers.SurvivalRunSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         session_id = payload.validated_data.get("session")
         session = (
@@ -566,4 +566,4 @@ class SurvivalVerdictViewSet(
         result = services.survival_audits_run(
             workspace=request.workspace, actor=request.user, session=session
         )
-        return Response(serializers.SurvivalRunResultSerializer(result).data)
+        return Response(survival_serializers.SurvivalRunResultSerializer(result).data)

@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from decimal import Decimal
 
+from django.db import connection
+from django.db.models import Q
+
 from traces.models import Call, TelemetryEvent
 
 API_REQUEST = "claude_code.api_request"
@@ -32,8 +35,6 @@ def calls_telemetry_cost_apply(*, session_ids: Iterable[int]) -> int:
     id (a transcript or span loaded after the event), then give each linked call its event's
     cost (the first event, by id, when a request was reported twice). Returns the calls
     whose cost changed. Sessions without such events cost one indexed query."""
-    from traces.services.telemetry import _linked_calls
-
     ids = sorted(set(session_ids))
     changed = 0
     for start in range(0, len(ids), CHUNK):
@@ -45,7 +46,7 @@ def calls_telemetry_cost_apply(*, session_ids: Iterable[int]) -> int:
             events.filter(call__isnull=True).values_list("id", "session_id", "request_id")
         )
         if pending:
-            links = _linked_calls({(s, r) for _, s, r in pending})
+            links = linked_calls({(s, r) for _, s, r in pending})
             linked = [
                 TelemetryEvent(pk=pk, call_id=links[(s, r)])
                 for pk, s, r in pending
@@ -61,3 +62,39 @@ def calls_telemetry_cost_apply(*, session_ids: Iterable[int]) -> int:
             costs.setdefault(call_id, cost)
         changed += calls_telemetry_cost_set(costs=costs)
     return changed
+
+
+def linked_calls(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """(session pk, request id) -> the call of that session with that request id: a
+    transcript call's key is `message id:request id`, a Claude Code span's is the id.
+    Reads only the calls of the sessions named (through the (session, key) index)."""
+    if not pairs:
+        return {}
+    sessions = sorted({session_pk for session_pk, _ in pairs})
+    request_ids = sorted({request_id for _, request_id in pairs})
+    found: dict[tuple[int, str], int] = {}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, session_id, key FROM traces_call WHERE session_id = ANY(%s) "
+                "AND (key = ANY(%s) OR split_part(key, ':', -1) = ANY(%s)) ORDER BY id",
+                [sessions, request_ids, request_ids],
+            )
+            rows = cursor.fetchall()
+    else:  # the embedded SQLite default: the same rows, matched on the key's end
+        rows = []
+        for start in range(0, len(request_ids), 200):  # SQLite caps expression depth at 1,000
+            matches = Q()
+            for request_id in request_ids[start : start + 200]:
+                matches |= Q(key=request_id) | Q(key__endswith=f":{request_id}")
+            rows.extend(
+                Call.objects.filter(matches, session_id__in=sessions).values_list(
+                    "id", "session_id", "key"
+                )
+            )
+        rows.sort()
+    for pk, session_pk, key in rows:
+        pair = (session_pk, key.rsplit(":", 1)[-1])
+        if pair in pairs:
+            found.setdefault(pair, pk)
+    return found

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import orjson
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
 
 from governance.models import Workspace
 from governance.services import InputError, audit_record
@@ -26,7 +25,6 @@ from traces.formats.telemetry import (
 )
 from traces.ingest.joins import compactions_join
 from traces.models import (
-    Call,
     IdentityHandling,
     RawUpload,
     Session,
@@ -35,7 +33,7 @@ from traces.models import (
     TelemetryPolicy,
     UploadSource,
 )
-from traces.services.call_costs import API_REQUEST, calls_telemetry_cost_set
+from traces.services.call_costs import API_REQUEST, calls_telemetry_cost_set, linked_calls
 from traces.services.derivation import _sessions_mark, derive_pending_queue
 from traces.services.uploads import raw_upload_store
 
@@ -158,42 +156,6 @@ def _sessions_for(workspace: Workspace, records: list, created: set | None = Non
     return found
 
 
-def _linked_calls(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
-    """(session pk, request id) -> the call of that session with that request id: a
-    transcript call's key is `message id:request id`, a Claude Code span's is the id.
-    Reads only the calls of the sessions named (through the (session, key) index)."""
-    if not pairs:
-        return {}
-    sessions = sorted({session_pk for session_pk, _ in pairs})
-    request_ids = sorted({request_id for _, request_id in pairs})
-    found: dict[tuple[int, str], int] = {}
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT id, session_id, key FROM traces_call WHERE session_id = ANY(%s) "
-                "AND (key = ANY(%s) OR split_part(key, ':', -1) = ANY(%s)) ORDER BY id",
-                [sessions, request_ids, request_ids],
-            )
-            rows = cursor.fetchall()
-    else:  # the embedded SQLite default: the same rows, matched on the key's end
-        rows = []
-        for start in range(0, len(request_ids), 200):  # SQLite caps expression depth at 1,000
-            matches = Q()
-            for request_id in request_ids[start : start + 200]:
-                matches |= Q(key=request_id) | Q(key__endswith=f":{request_id}")
-            rows.extend(
-                Call.objects.filter(matches, session_id__in=sessions).values_list(
-                    "id", "session_id", "key"
-                )
-            )
-        rows.sort()
-    for pk, session_pk, key in rows:
-        pair = (session_pk, key.rsplit(":", 1)[-1])
-        if pair in pairs:
-            found.setdefault(pair, pk)
-    return found
-
-
 # --- logs -----------------------------------------------------------------------------------
 
 
@@ -270,7 +232,7 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
             return result
         new_sessions: set[int] = set()
         sessions = _sessions_for(workspace, result.events, new_sessions)
-        links = _linked_calls(
+        links = linked_calls(
             {
                 (session_pk, e.request_id)
                 for e in result.events
