@@ -72,11 +72,12 @@ class HookPolicyForm(forms.Form):
         required=False,
         label="Authoritative specification to restart from",
         help_text="Named in the suggestion, the additional context and the prefilled restart "
-        "package. Empty: the workspace's only specification with an authoritative version.",
+        "package. Empty: the one governing the session's project, else the workspace's only "
+        "one with an authoritative version.",
     )
 
     def __init__(self, *args, specs=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["spec"].choices = [("", "— the only authoritative one —")] + [
-            (spec.slug, f"{spec.title} ({spec.slug})") for spec in specs
-        ]
+        self.fields["spec"].choices = [
+            ("", "— the project's, else the only authoritative one —")
+        ] + [(spec.slug, f"{spec.title} ({spec.slug})") for spec in specs]

@@ -196,7 +196,8 @@ class HookPolicySerializer(serializers.Serializer):
         required=False,
         default="",
         help_text="The key (slug) of the specification sessions restart from; empty: the "
-        "workspace's only specification with an authoritative version, if there is one.",
+        "specification governing the session's project (`project` on the specification), else "
+        "the workspace's only specification with an authoritative version, if there is one.",
     )
     updated_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
