@@ -54,14 +54,6 @@ def test_named_pages_show_one_number_format(page, login, seeded, screenshot):
 
     page.goto(f"{page.base_url}/w/team-a/traces/")
     for column in (8, 9, 10, 11, 12):  # max context, input, cache write, cache read, output
-        assert page.locator(".table-wrap table thead th").nth(column - 1).inner_text().split()[
-            0
-        ] in (
-            "Max",
-            "Input",
-            "Cache",
-            "Output",
-        )
         values = cells(page, ".table-wrap table", column)
         assert values and all(TOKENS.match(v) for v in values), (column, values)
 
