@@ -29,6 +29,8 @@ import time
 
 from bench.traces import OUT, ROOT, free_port, fresh_database, log, otlp_bodies
 
+# The database (dropped and created for every run) and the Redis db (flushed); both can be
+# moved with --database and --redis when several people share the machine's servers.
 DATABASE = "gov_otlp_bench"
 REDIS = "redis://127.0.0.1:6379/6"
 PER_BATCH = 500
@@ -137,7 +139,9 @@ def run_once(batches: int, clients: int, server_workers: int, root=ROOT) -> dict
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SECURE_SSL_REDIRECT": "0", "GOVERNANCE_LOG_LEVEL": "WARNING",
            "GOVERNANCE_VAR_DIR": str(OUT / "telemetry-var"), "CELERY_BROKER_URL": REDIS,
            "DJANGO_STATIC_MANIFEST": "0"}  # fmt: skip
-    subprocess.run(["redis-cli", "-n", "6", "flushdb"], check=False, capture_output=True)
+    subprocess.run(
+        ["redis-cli", "-n", REDIS.rsplit("/", 1)[1], "flushdb"], check=False, capture_output=True
+    )
     subprocess.run(
         [sys.executable, "manage.py", "add_member", "bench", "sender", "editor", "--create-user"],
         cwd=root, env=env, check=True, capture_output=True,
@@ -166,12 +170,12 @@ def run_once(batches: int, clients: int, server_workers: int, root=ROOT) -> dict
                 time.sleep(0.2)
         logs = log_bodies(batches)
         spans = otlp_bodies(batches)
-        from traces.formats.telemetry import decode, normalise_logs
+        from traces.formats.telemetry import decode_logs, normalise_logs
 
         sample = logs[: max(10, batches // 10)]
         start = time.perf_counter()
         for body in sample:
-            normalise_logs(decode(body, "application/x-protobuf", "logs"))
+            normalise_logs(decode_logs(body, "application/x-protobuf"))
         decode_rate = len(sample) * PER_BATCH / (time.perf_counter() - start)
         headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"}
         base = f"http://127.0.0.1:{port}"
@@ -219,6 +223,7 @@ def _baseline_rows(runs: list[dict], baseline: list[dict], root: str) -> list[st
 
 
 def main() -> None:
+    global DATABASE, REDIS
     from bench.common import write_section
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -227,7 +232,10 @@ def main() -> None:
     parser.add_argument("--server-workers", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline-root", help="a checkout of older code, served alternately")
+    parser.add_argument("--database", default=DATABASE, help="dropped and created every run")
+    parser.add_argument("--redis", default=REDIS, help="a Redis db URL; flushed every run")
     args = parser.parse_args()
+    DATABASE, REDIS = args.database, args.redis
     command = "python -m bench.telemetry " + " ".join(sys.argv[1:])
     runs, baseline = [], []
     for attempt in range(args.repeat):

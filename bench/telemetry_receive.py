@@ -66,13 +66,16 @@ def run_once(root: str, batches: int, url: str) -> dict:
 
 
 def main() -> None:
+    global DATABASE
     from bench.common import write_section
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-root", required=True)
     parser.add_argument("--batches", type=int, default=41)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--database", default=DATABASE, help="dropped and created first")
     args = parser.parse_args()
+    DATABASE = args.database
     command = "python -m bench.telemetry_receive " + " ".join(sys.argv[1:])
     new, old = [], []
     url = fresh_database(DATABASE)

@@ -18,6 +18,7 @@ from traces.formats.telemetry import (
     MetricPoint,
     MetricsResult,
     decode,
+    decode_logs,
     may_hold_identity,
     normalise_logs,
     normalise_metrics,
@@ -160,18 +161,19 @@ def _sessions_for(workspace: Workspace, records: list, created: set | None = Non
 
 
 def _logs_store(workspace: Workspace, user, body: bytes, content_type: str):
-    """(upload, created, events) for a logs body: decoded once and redacted while read (one
-    pass over the attributes; the raw identity is never stored, the re-encoded request is,
-    as `redacted_body` does). A body that does not decode is stored if it may be, as for
-    any signal, and then the decode error is raised."""
+    """(upload, created, events) for a logs body: decoded once (the lean reading of
+    `formats.telemetry.wire`) and redacted while read (one pass over the attributes; the
+    raw identity is never stored, the re-encoded request is, as `redacted_body` does). A
+    body that does not decode is stored if it may be, as for any signal, and then the
+    decode error is raised."""
     policy = telemetry_policy_for(workspace=workspace)
     try:
-        request = decode(body, content_type, "logs")
+        request = decode_logs(body, content_type)
     except OtlpDecodeError:
         upload, created, stored, stored_type, _ = otlp_body_store(
             workspace=workspace, user=user, body=body, content_type=content_type, signal="logs"
         )
-        return upload, created, normalise_logs(decode(stored, stored_type, "logs"))
+        return upload, created, normalise_logs(decode_logs(stored, stored_type))
     mode = policy.identity if may_hold_identity(body) else IDENTITY_KEEP
     result = normalise_logs(request, mode, policy.identity_key)
     stored, stored_type = (
@@ -243,7 +245,7 @@ def otlp_logs_receive(*, workspace: Workspace, user, body: bytes, content_type: 
             }
         )
         rows, windows = _event_rows(workspace, upload, result.events, sessions, links)
-        fresh = _new_events(rows)
+        fresh = _new_events(rows, new_sessions)
         _write_rows(TelemetryEvent, EVENT_COLUMNS, fresh)
         _compaction_events_join(workspace, fresh)
         calls_telemetry_cost_set(costs=_linked_costs(fresh))
@@ -329,10 +331,22 @@ def _document(value):
     return orjson.loads(value) if type(value) is bytes else value
 
 
-def _new_events(rows: list[tuple]) -> list[tuple]:
-    """The rows whose (session, key) is not stored yet, nor repeated earlier in the batch."""
+def _new_events(rows: list[tuple], new_sessions: set[int] = frozenset()) -> list[tuple]:
+    """The rows whose (session, key) is not stored yet, nor repeated earlier in the batch.
+    A session this request created has nothing stored: its rows are not looked up."""
+    known = [row for row in rows if row[1] not in new_sessions]
+    stored = _stored_keys(known)
+    fresh = []
+    for row in rows:
+        if (row[1], row[4]) not in stored:
+            stored.add((row[1], row[4]))
+            fresh.append(row)
+    return fresh
+
+
+def _stored_keys(rows: list[tuple]) -> set[tuple[int, str]]:
     if not rows:
-        return []
+        return set()
     if connection.vendor == "postgresql":
         # One statement through the (session, key) index, without compiling a long IN list.
         with connection.cursor() as cursor:
@@ -342,19 +356,12 @@ def _new_events(rows: list[tuple]) -> list[tuple]:
                 "ON e.session_id = w.session_id AND e.key = w.key",
                 [[row[1] for row in rows], [row[4] for row in rows]],
             )
-            stored = set(cursor.fetchall())
-    else:
-        stored = set(
-            TelemetryEvent.objects.filter(
-                session_id__in={row[1] for row in rows}, key__in={row[4] for row in rows}
-            ).values_list("session_id", "key")
-        )
-    fresh = []
-    for row in rows:
-        if (row[1], row[4]) not in stored:
-            stored.add((row[1], row[4]))
-            fresh.append(row)
-    return fresh
+            return set(cursor.fetchall())
+    return set(
+        TelemetryEvent.objects.filter(
+            session_id__in={row[1] for row in rows}, key__in={row[4] for row in rows}
+        ).values_list("session_id", "key")
+    )
 
 
 # --- metrics --------------------------------------------------------------------------------
