@@ -415,63 +415,11 @@ def otlp_metrics_receive(
         )
         if not created:
             return result
-        # One writer per series at a time: the previous point read below stays the previous.
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    # The keys in one order for every request (unnest keeps the sorted
-                    # list's order): two requests cannot wait on each other.
-                    "SELECT pg_advisory_xact_lock(hashtext(k)) FROM unnest(%s::text[]) AS k",
-                    [sorted({p.series_key for p in result.points})],
-                )
-        stored_pairs = _stored_times(workspace, result.points)
-        last = _last_points(workspace, {p.series_key for p in result.points})
-        accepted: list[tuple[MetricPoint, float, float | None]] = []
-        duplicates = 0
-        for point in sorted(result.points, key=lambda p: (p.series_key, p.time_ns)):
-            if (point.series_key, point.time_ns) in stored_pairs:
-                duplicates += 1
-                continue
-            previous = last.get(point.series_key)
-            if previous is not None and previous[0] == point.time_ns:
-                duplicates += 1  # repeated within the request
-                continue
-            kind = TEMPORALITY_NAMES[point.temporality]
-            if previous is not None and previous[3] != kind:
-                result.rejected.append(
-                    (point.path, f"{point.name}: this series was sent as {previous[3]}, "
-                                 f"this point is {kind}")
-                )  # fmt: skip
-                continue
-            if point.temporality == CUMULATIVE:
-                if previous is not None and point.time_ns < previous[0]:
-                    result.rejected.append(
-                        (point.path, f"{point.name}: cumulative point is older than the last "
-                                     "stored point of its series")
-                    )  # fmt: skip
-                    continue
-                same_start = previous is not None and previous[1] == point.start_ns
-                delta = point.value - previous[2] if same_start else point.value
-                if delta < 0 and point.monotonic:
-                    result.rejected.append(
-                        (point.path, f"{point.name}: cumulative value fell from {previous[2]:g} "
-                                     f"to {point.value:g} with the same start time")
-                    )  # fmt: skip
-                    continue
-                accepted.append((point, delta, point.value))
-            else:
-                accepted.append((point, point.value, None))
-            last[point.series_key] = (point.time_ns, point.start_ns, point.value, kind)
+        _series_lock(result.points)
+        accepted, duplicates = _points_accept(workspace, result)
         sessions = _sessions_for(workspace, [p for p, _, _ in accepted if p.session_id])
-        rows = [
-            (workspace.pk, sessions.get((p.harness, p.session_id)) if p.session_id else None,
-             upload.pk, p.name, p.series_key, TEMPORALITY_NAMES[p.temporality], p.start_ns,
-             p.time_ns, p.timestamp, delta, cumulative, p.type, p.model, p.query_source,
-             p.attributes)
-            for p, delta, cumulative in accepted
-        ]  # fmt: skip
+        rows = _point_rows(workspace, upload, accepted, sessions)
         _write_rows(TelemetryMetricPoint, POINT_COLUMNS, rows)
-        stored_points = len(rows)
         audit_record(
             workspace=workspace,
             actor=user,
@@ -480,7 +428,7 @@ def otlp_metrics_receive(
             data={
                 "bytes": upload.size,
                 "data_points": result.data_points,
-                "stored_points": stored_points,
+                "stored_points": len(rows),
                 "duplicate_points": duplicates,
                 "ignored_points": result.ignored_points,
                 "rejected_points": len(result.rejected),
@@ -488,3 +436,72 @@ def otlp_metrics_receive(
             },
         )
     return result
+
+
+def _series_lock(points: list[MetricPoint]) -> None:
+    """One writer per series at a time: the previous point read next stays the previous."""
+    if connection.vendor != "postgresql" or not points:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            # The keys in one order for every request (unnest keeps the sorted list's
+            # order): two requests cannot wait on each other.
+            "SELECT pg_advisory_xact_lock(hashtext(k)) FROM unnest(%s::text[]) AS k",
+            [sorted({p.series_key for p in points})],
+        )
+
+
+def _points_accept(workspace: Workspace, result: MetricsResult):
+    """([(point, delta, cumulative value or None)], duplicates) of the request's points in
+    series and time order; the rejected ones are added to `result.rejected`."""
+    stored_pairs = _stored_times(workspace, result.points)
+    last = _last_points(workspace, {p.series_key for p in result.points})
+    accepted: list[tuple[MetricPoint, float, float | None]] = []
+    duplicates = 0
+    for point in sorted(result.points, key=lambda p: (p.series_key, p.time_ns)):
+        previous = last.get(point.series_key)
+        if (point.series_key, point.time_ns) in stored_pairs or (
+            previous is not None and previous[0] == point.time_ns  # repeated in the request
+        ):
+            duplicates += 1
+            continue
+        verdict = _point_delta(point, previous)
+        if isinstance(verdict, str):
+            result.rejected.append((point.path, f"{point.name}: {verdict}"))
+            continue
+        accepted.append((point, *verdict))
+        last[point.series_key] = (
+            point.time_ns, point.start_ns, point.value, TEMPORALITY_NAMES[point.temporality],
+        )  # fmt: skip
+    return accepted, duplicates
+
+
+def _point_delta(point: MetricPoint, previous: tuple | None):
+    """(delta, cumulative value or None) of a point after `previous` (time, start,
+    cumulative value, temporality) of its series, or the reason it is rejected."""
+    kind = TEMPORALITY_NAMES[point.temporality]
+    if previous is not None and previous[3] != kind:
+        return f"this series was sent as {previous[3]}, this point is {kind}"
+    if point.temporality != CUMULATIVE:
+        return point.value, None
+    if previous is not None and point.time_ns < previous[0]:
+        return "cumulative point is older than the last stored point of its series"
+    same_start = previous is not None and previous[1] == point.start_ns
+    delta = point.value - previous[2] if same_start else point.value
+    if delta < 0 and point.monotonic:
+        return (
+            f"cumulative value fell from {previous[2]:g} to {point.value:g} with the same "
+            "start time"
+        )
+    return delta, point.value
+
+
+def _point_rows(workspace: Workspace, upload: RawUpload, accepted: list, sessions: dict):
+    """POINT_COLUMNS rows of the accepted points."""
+    return [
+        (workspace.pk, sessions.get((p.harness, p.session_id)) if p.session_id else None,
+         upload.pk, p.name, p.series_key, TEMPORALITY_NAMES[p.temporality], p.start_ns,
+         p.time_ns, p.timestamp, delta, cumulative, p.type, p.model, p.query_source,
+         p.attributes)
+        for p, delta, cumulative in accepted
+    ]  # fmt: skip
