@@ -8,7 +8,15 @@ id for Claude Code's own spans, the message id for GenAI instrumentations); an e
 carries `request_id`. An id matches a call key that equals it, starts with `id:` or ends
 with `:id`, within the session.
 
-Every function here works on a whole batch with a fixed number of statements.
+Spans from other producers (not Claude Code's or Codex's own instrumentation) name their
+session by `gen_ai.conversation.id`; when that is a Claude Code session id or a Codex
+conversation id, they belong to that harness session: a span arriving after the session
+exists is loaded into it (`harness_sessions_named`), and an `otlp` session the spans made
+before the harness session existed is moved into it when it appears
+(`otlp_sessions_adopt`). Then the call joins below apply as within any session.
+
+Every function here works on a whole batch with a fixed number of statements (the move
+of an `otlp` session, once in its life, a fixed number per session).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Q, Value, When
 
 from traces.models import (
@@ -25,8 +33,11 @@ from traces.models import (
     CallSource,
     CallText,
     Compaction,
+    FileTouch,
     HookEvent,
     OperatorPrompt,
+    Run,
+    Session,
     TelemetryEvent,
 )
 
@@ -142,7 +153,13 @@ def transcript_calls_join(written: dict[tuple[int, str], int]) -> set[int]:
     """Transcript calls just written ((session, key) -> id): the span-only calls of the
     same response fold into them (their span rows and event links move over, the span's
     Call goes), and events waiting for them are linked. Returns the sessions whose calls
-    changed (their positions and totals need the derive step)."""
+    changed (their positions and totals need the derive step). Spans another producer sent
+    for the session before it existed are moved into it first (`otlp_sessions_adopt`)."""
+    adopted = otlp_sessions_adopt(session_ids={session_pk for session_pk, _ in written})
+    return adopted | _transcript_calls_fold(written)
+
+
+def _transcript_calls_fold(written: dict[tuple[int, str], int]) -> set[int]:
     by_id: dict[tuple[int, str], int] = {}
     for (session_pk, key), pk in written.items():
         for ident in key_ids(key):
@@ -190,6 +207,97 @@ def calls_fold(merges: dict[int, int]) -> None:
         OperatorPrompt.objects.filter(call_id__in=chunk).delete()
         CallText.objects.filter(call_id__in=chunk).delete()
         Call.objects.filter(pk__in=chunk)._raw_delete(Call.objects.db)
+
+
+# --- sessions named by other producers' spans ------------------------------------------
+
+HARNESSES = ("claude-code", "codex")
+OTLP_HARNESS = "otlp"
+
+
+def harness_sessions_named(*, workspace_id: int, external_ids) -> dict[str, tuple[str, int]]:
+    """external id -> (harness, pk) of the Claude Code or Codex session with that id."""
+    ids = sorted(set(external_ids))
+    found: dict[str, tuple[str, int]] = {}
+    for chunk in _chunks(ids):
+        for harness, external, pk in (
+            Session.objects.filter(
+                workspace_id=workspace_id, harness__in=HARNESSES, external_id__in=chunk
+            )
+            .order_by("id")
+            .values_list("harness", "external_id", "id")
+        ):
+            found.setdefault(external, (harness, pk))
+    return found
+
+
+def otlp_sessions_adopt(*, session_ids) -> set[int]:
+    """Move into each Claude Code or Codex session named the `otlp` session of the same
+    workspace and external id (spans another producer sent before the harness session
+    existed), then delete it. Returns the harness sessions that received something (their
+    derived rows need the derive step). One statement when there is nothing to move."""
+    ids = sorted(set(session_ids))
+    if not ids:
+        return set()
+    named: dict[tuple[int, str], int] = {}
+    for chunk in _chunks(ids):
+        for pk, workspace_id, external in Session.objects.filter(
+            pk__in=chunk, harness__in=HARNESSES
+        ).values_list("id", "workspace_id", "external_id"):
+            named.setdefault((workspace_id, external), pk)
+    twins: dict[int, int] = {}  # otlp session -> harness session
+    for chunk in _chunks(sorted({external for _, external in named})):
+        for pk, workspace_id, external in Session.objects.filter(
+            workspace_id__in={workspace_id for workspace_id, _ in named},
+            harness=OTLP_HARNESS,
+            external_id__in=chunk,
+        ).values_list("id", "workspace_id", "external_id"):
+            if (workspace_id, external) in named:
+                twins[pk] = named[(workspace_id, external)]
+    for source, target in sorted(twins.items()):
+        with transaction.atomic():
+            _session_move(source, target)
+    return set(twins.values())
+
+
+def _session_move(source: int, target: int) -> None:
+    """Everything of session `source` into session `target`, then `source` deleted. Agents
+    with the same id become one; calls with the same key fold into the target's; derived
+    rows (runs, file touches) go, the derive step makes them again."""
+    Run.objects.filter(session_id=source).delete()
+    FileTouch.objects.filter(session_id=source).delete()
+    theirs = dict(Agent.objects.filter(session_id=target).values_list("external_id", "id"))
+    same = {
+        pk: theirs[external]
+        for pk, external in Agent.objects.filter(session_id=source).values_list("id", "external_id")
+        if external in theirs
+    }
+    if same:
+        for relation in Agent._meta.related_objects:
+            if relation.one_to_many:
+                name = relation.field.name
+                relation.related_model.objects.filter(**{f"{name}__in": list(same)}).update(
+                    **{name: _case(same, name)}
+                )
+        Agent.objects.filter(pk__in=list(same)).delete()
+    keys = dict(Call.objects.filter(session_id=target).values_list("key", "id"))
+    folds = {
+        pk: keys[key]
+        for pk, key in Call.objects.filter(session_id=source).values_list("id", "key")
+        if key in keys
+    }
+    if folds:
+        calls_fold(folds)
+    for relation in Session._meta.related_objects:
+        if not relation.one_to_many:
+            continue
+        rows = relation.related_model.objects.filter(**{relation.field.name: source})
+        try:
+            with transaction.atomic():
+                rows.update(**{relation.field.name: target})
+        except IntegrityError:
+            rows.delete()  # the target has the same row already (the same key)
+    Session.objects.filter(pk=source).delete()
 
 
 # --- compactions -------------------------------------------------------------------------

@@ -16,7 +16,11 @@ from traces.formats.records import (
     SessionInfo,
 )
 from traces.formats.tools import tool_use_signatures
-from traces.ingest.joins import compactions_join, transcript_calls_join
+from traces.ingest.joins import (
+    compactions_join,
+    otlp_sessions_adopt,
+    transcript_calls_join,
+)
 from traces.ingest.text_facts import (
     FACT_COLUMNS,
     FACT_TYPES,
@@ -166,6 +170,15 @@ class BatchWriter:
         """Other sources of these transcript calls (spans, events) may be stored already,
         in sessions this loader did not create: join them."""
         transcript = {(r[1], r[3]) for r in rows if r[17] is not None}
+        # A session created here may have an `otlp` twin (other producers' spans sent
+        # before it): it moves in, and its calls join as in an existing session.
+        adopted = otlp_sessions_adopt(
+            session_ids={name[0] for name in transcript if name[0] in self._new_sessions}
+        )
+        self._new_sessions -= adopted
+        for session_pk in adopted:  # its rows changed: derive from the database
+            self._loaded_skipped.add(session_pk)
+            self._loaded_rows.pop(session_pk, None)
         written = {
             name: pk
             for name, pk in inserted

@@ -7,9 +7,15 @@ from django.db import transaction
 from governance.models import Workspace
 from governance.services import audit_record
 from traces.formats.otlp import OtlpResult, parse_request
-from traces.formats.records import CallRecord
+from traces.formats.records import CallRecord, SessionInfo
 from traces.ingest import IngestSummary, TraceLoader
-from traces.ingest.joins import calls_matching, events_link
+from traces.ingest.joins import (
+    OTLP_HARNESS,
+    calls_matching,
+    events_link,
+    harness_sessions_named,
+    otlp_sessions_adopt,
+)
 from traces.models import Call, CallSource
 from traces.services.derivation import (
     _sessions_mark,
@@ -30,6 +36,7 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
     if not created:
         return result  # the same bytes were received before: nothing new is written
     summary = IngestSummary()
+    _harness_sessions_join(workspace, result)
     if result.calls or result.compactions:
         loader = TraceLoader(
             workspace=workspace,
@@ -49,6 +56,9 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
             loader.feed(record)
         touched = loader.finish()
         _call_sources_store(workspace, spans, known)
+        # A harness session these spans created takes over the `otlp` session other
+        # producers' spans made for it before.
+        touched |= otlp_sessions_adopt(session_ids=loader.created_sessions)
         if touched:
             # Sessions this request created too: a derive run may have cleared the mark
             # they were created with before these calls committed.
@@ -75,6 +85,23 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
         },
     )
     return result
+
+
+def _harness_sessions_join(workspace: Workspace, result: OtlpResult) -> None:
+    """Spans of other producers whose conversation id names a Claude Code or Codex session
+    of the workspace belong to that session: their records take its harness (in place)."""
+    named = harness_sessions_named(
+        workspace_id=workspace.pk,
+        external_ids={external for harness, external in result.sessions if harness == OTLP_HARNESS},
+    )
+    if not named:
+        return
+    for record in result.records():
+        external = record.external_id if isinstance(record, SessionInfo) else record.session_id
+        if record.harness == OTLP_HARNESS and external in named:
+            record.harness = named[external][0]
+    result.sessions = {(i.harness, i.external_id): i for i in result.sessions.values()}
+    result.agents = {(a.harness, a.session_id, a.agent_id): a for a in result.agents.values()}
 
 
 def _span_sources(

@@ -24,7 +24,7 @@ from traces.formats.telemetry import (
     normalise_metrics,
     redacted_body,
 )
-from traces.ingest.joins import compactions_join
+from traces.ingest.joins import compactions_join, otlp_sessions_adopt
 from traces.models import (
     IdentityHandling,
     RawUpload,
@@ -152,8 +152,17 @@ def _sessions_for(workspace: Workspace, records: list, created: set | None = Non
         Session.objects.bulk_create(missing, ignore_conflicts=True)
         before = set(found.values())
         found = existing()
+        fresh = set(found.values()) - before
         if created is not None:
-            created.update(set(found.values()) - before)
+            created.update(fresh)
+        # Spans another producer sent for these sessions before they existed move in.
+        adopted = otlp_sessions_adopt(session_ids=fresh)
+        if adopted:
+            if created is not None:
+                created -= adopted  # they have calls now
+            _sessions_mark(adopted)
+            workspace_id = workspace.pk
+            transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
     return found
 
 
