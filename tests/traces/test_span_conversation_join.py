@@ -145,3 +145,53 @@ def test_gateway_spans_of_an_unknown_conversation_stay_in_their_own_session(
     session = Session.objects.get()
     assert (session.harness, session.external_id) == ("otlp", SESSION)
     assert Call.objects.count() == 2
+
+
+def with_hour_split(lines: list[dict]) -> dict[str, int]:
+    """Give every assistant line a cache-write breakdown (a third of the writes at the
+    1-hour TTL); returns request id -> 1-hour writes, as the reference."""
+    hour = {}
+    for line in lines:
+        if line.get("type") != "assistant":
+            continue
+        usage = line["message"]["usage"]
+        writes = usage["cache_creation_input_tokens"]
+        usage["cache_creation"] = {
+            "ephemeral_5m_input_tokens": writes - writes // 3,
+            "ephemeral_1h_input_tokens": writes // 3,
+        }
+        hour[line["requestId"]] = writes // 3
+    return hour
+
+
+@pytest.mark.parametrize("spans_first", [False, True], ids=["transcript-first", "spans-first"])
+def test_the_transcripts_hour_split_survives_the_span_join(
+    live_server, token, transcript, spans_first
+):
+    """Spans carry no 1-hour split: a call keeps the transcript's, in either order; a call
+    known only from spans has none (all its writes at the 5-minute rate)."""
+    from traces.pricing.selectors import usage_of
+
+    lines = transcript_lines(4)
+    hour = with_hour_split(lines)
+    reference = reference_calls(lines)
+    messages = message_ids(lines)
+    if spans_first:
+        send_gateway_spans(live_server, token, reference, messages)
+        for call in Call.objects.all():  # span-only calls: no split to read
+            usage = usage_of(call)
+            assert (call.cache_creation_1h_tokens, usage.cache_write_1h) == (0, 0)
+            assert usage.cache_write_5m == call.cache_creation_tokens > 0
+        transcript(lines)
+    else:
+        transcript(lines)
+        send_gateway_spans(live_server, token, reference, messages)
+    assert Call.objects.count() == len(reference) == 4
+    for call in Call.objects.all():
+        request_id = call.key.split(":")[1]
+        assert call.cache_creation_1h_tokens == hour[request_id]
+        usage = usage_of(call)
+        assert (usage.cache_write_1h, usage.cache_write_5m) == (
+            hour[request_id],
+            reference[request_id]["cache_creation_tokens"] - hour[request_id],
+        )

@@ -120,7 +120,9 @@ class SessionCostView(APIView):
         summary="A session's dollar cost",
         description="The sum over the session's calls of each call's cost: the harness's own "
         "`cost_usd` where telemetry carried one, else its tokens at the current price table "
-        "(1-hour cache writes at the 1-hour rate, the rest at the 5-minute rate); requests "
+        "(1-hour cache writes at the 1-hour rate, the rest at the 5-minute rate; only Claude "
+        "Code transcripts report the 1-hour part, so cache writes known only from spans are "
+        "all at the 5-minute rate); requests "
         "known only from telemetry count at their `cost_usd`. `telemetry_usd` and `table_usd` "
         "split `usd` by source, and `split` says it in words with the table version's date. "
         "Calls whose model has no price are counted in `unpriced_calls` and "
