@@ -136,9 +136,7 @@ def test_gateway_spans_join_the_claude_code_session_in_any_order(
     assert Session.objects.count() == 1 and Agent.objects.count() == 1
 
 
-def test_gateway_spans_of_an_unknown_conversation_stay_in_their_own_session(
-    live_server, token
-):
+def test_gateway_spans_of_an_unknown_conversation_stay_in_their_own_session(live_server, token):
     reference = reference_calls(transcript_lines(2))
     messages = {r: f"msg_gw_{i:020d}" for i, r in enumerate(sorted(reference))}
     send_gateway_spans(live_server, token, reference, messages)
