@@ -231,20 +231,21 @@ def harness_sessions_named(*, workspace_id: int, external_ids) -> dict[str, tupl
     return found
 
 
-def otlp_sessions_adopt(*, session_ids) -> set[int]:
+def otlp_sessions_adopt(*, session_ids=(), named: dict | None = None) -> set[int]:
     """Move into each Claude Code or Codex session named the `otlp` session of the same
     workspace and external id (spans another producer sent before the harness session
-    existed), then delete it. Returns the harness sessions that received something (their
-    derived rows need the derive step). One statement when there is nothing to move."""
-    ids = sorted(set(session_ids))
-    if not ids:
-        return set()
-    named: dict[tuple[int, str], int] = {}
-    for chunk in _chunks(ids):
+    existed), then delete it. The sessions come as ids, or as `named` {(workspace id,
+    external id): pk of a harness session} when the caller knows them. Returns the harness
+    sessions that received something (their derived rows need the derive step). One or
+    two statements when there is nothing to move."""
+    named = dict(named or {})
+    for chunk in _chunks(sorted(set(session_ids))):
         for pk, workspace_id, external in Session.objects.filter(
             pk__in=chunk, harness__in=HARNESSES
         ).values_list("id", "workspace_id", "external_id"):
             named.setdefault((workspace_id, external), pk)
+    if not named:
+        return set()
     twins: dict[int, int] = {}  # otlp session -> harness session
     for chunk in _chunks(sorted({external for _, external in named})):
         for pk, workspace_id, external in Session.objects.filter(

@@ -24,7 +24,7 @@ from traces.formats.telemetry import (
     normalise_metrics,
     redacted_body,
 )
-from traces.ingest.joins import compactions_join, otlp_sessions_adopt
+from traces.ingest.joins import HARNESSES, compactions_join, otlp_sessions_adopt
 from traces.models import (
     IdentityHandling,
     RawUpload,
@@ -156,7 +156,13 @@ def _sessions_for(workspace: Workspace, records: list, created: set | None = Non
         if created is not None:
             created.update(fresh)
         # Spans another producer sent for these sessions before they existed move in.
-        adopted = otlp_sessions_adopt(session_ids=fresh)
+        adopted = otlp_sessions_adopt(
+            named={
+                (workspace.pk, external): pk
+                for (harness, external), pk in found.items()
+                if pk in fresh and harness in HARNESSES
+            }
+        )
         if adopted:
             if created is not None:
                 created -= adopted  # they have calls now
