@@ -119,14 +119,9 @@ def _body_keep(workspace: Workspace, user, stored: bytes, stored_type: str, sign
 def _sessions_for(workspace: Workspace, records: list, created: set | None = None) -> dict:
     """(harness, external id) -> session pk for the records' sessions, creating missing
     ones with the app version and earliest time the records show (so that a session known
-    only from telemetry sorts by its time in the sessions list)."""
-    wanted: dict[tuple[str, str], tuple[str, object]] = {}
-    for record in records:
-        name = (record.harness, record.session_id)
-        version = getattr(record, "app_version", "")
-        seen = wanted.get(name)
-        if seen is None or record.timestamp < seen[1]:
-            wanted[name] = (version or (seen[0] if seen else ""), record.timestamp)
+    only from telemetry sorts by its time in the sessions list). `created` receives the
+    sessions created here that hold nothing yet."""
+    wanted = _sessions_wanted(records)
     if not wanted:
         return {}
     external_ids = {external for _, external in wanted}
@@ -153,23 +148,39 @@ def _sessions_for(workspace: Workspace, records: list, created: set | None = Non
         before = set(found.values())
         found = existing()
         fresh = set(found.values()) - before
+        fresh -= _otlp_twins_adopt(workspace, found, fresh)  # these hold calls now
         if created is not None:
             created.update(fresh)
-        # Spans another producer sent for these sessions before they existed move in.
-        adopted = otlp_sessions_adopt(
-            named={
-                (workspace.pk, external): pk
-                for (harness, external), pk in found.items()
-                if pk in fresh and harness in HARNESSES
-            }
-        )
-        if adopted:
-            if created is not None:
-                created -= adopted  # they have calls now
-            _sessions_mark(adopted)
-            workspace_id = workspace.pk
-            transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
     return found
+
+
+def _sessions_wanted(records: list) -> dict[tuple[str, str], tuple[str, object]]:
+    """(harness, external id) -> (app version, earliest time) of the records' sessions."""
+    wanted: dict[tuple[str, str], tuple[str, object]] = {}
+    for record in records:
+        name = (record.harness, record.session_id)
+        version = getattr(record, "app_version", "")
+        seen = wanted.get(name)
+        if seen is None or record.timestamp < seen[1]:
+            wanted[name] = (version or (seen[0] if seen else ""), record.timestamp)
+    return wanted
+
+
+def _otlp_twins_adopt(workspace: Workspace, found: dict, fresh: set[int]) -> set[int]:
+    """Spans another producer sent for the new harness sessions before they existed move
+    in (see `joins.otlp_sessions_adopt`); returns the sessions that received them."""
+    adopted = otlp_sessions_adopt(
+        named={
+            (workspace.pk, external): pk
+            for (harness, external), pk in found.items()
+            if pk in fresh and harness in HARNESSES
+        }
+    )
+    if adopted:
+        _sessions_mark(adopted)
+        workspace_id = workspace.pk
+        transaction.on_commit(lambda: derive_pending_queue(workspace_id=workspace_id))
+    return adopted
 
 
 # --- logs -----------------------------------------------------------------------------------
