@@ -20,7 +20,9 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from traces.formats.telemetry import (
     LeanLogsRequest,
+    decode,
     decode_logs,
+    encoded,
     identity_hash,
     normalise_logs,
 )
@@ -139,7 +141,7 @@ def request(records: int) -> ExportLogsServiceRequest:
 
 @pytest.mark.parametrize("mode", ["keep", "hash", "drop"])
 @pytest.mark.parametrize("content_type", ["application/x-protobuf", "application/json"])
-def test_lean_reading_matches_the_generated_classes(mode, content_type):
+def test_lean_and_json_reading_match_the_generated_classes(mode, content_type):
     from google.protobuf import json_format
 
     original = request(len(VALUES) * 3)
@@ -163,8 +165,11 @@ def test_lean_reading_matches_the_generated_classes(mode, content_type):
         assert event.session_id == expected["session.id"]
     assert result.redacted == (mode != "keep")
 
-    # The re-encoded lean request is the request, identity redacted, nothing else lost.
-    stored = ExportLogsServiceRequest.FromString(lean.SerializeToString())
+    # What is stored (the lean request re-encoded, or the JSON document) is the request,
+    # identity redacted, nothing else lost.
+    raw, stored_type = encoded(lean)
+    assert stored_type == content_type
+    stored = decode(raw, stored_type, "logs")
     stored_resource = stored.resource_logs[0].resource.attributes
     assert reference_attributes(stored_resource, "keep") == reference_attributes(
         original.resource_logs[0].resource.attributes, mode
@@ -183,7 +188,6 @@ def test_lean_reading_matches_the_generated_classes(mode, content_type):
         assert (after.event_name, after.body) == (before.event_name, before.body)
         assert after.time_unix_nano == before.time_unix_nano
     if mode != "keep":
-        raw = lean.SerializeToString()
         assert b"@example.com" not in raw and b"org-1" not in raw and b"acc-1" not in raw
 
 
@@ -205,3 +209,24 @@ def test_broken_attribute_bytes_reject_their_record_only():
     ]
     assert all("not an OTLP KeyValue" in reason for _, reason in result.rejected)
     assert len(result.events) == 2
+
+
+def test_broken_json_records_reject_their_record_only():
+    import json
+
+    good = {"key": "session.id", "value": {"stringValue": "s-1"}}
+    name = {"key": "event.name", "value": {"stringValue": "claude_code.user_prompt"}}
+    records = [
+        {"timeUnixNano": str(T0), "attributes": [good, name]},
+        "not a record",
+        {"timeUnixNano": "soon", "attributes": [good, name]},
+        {"timeUnixNano": str(T0 + 1), "attributes": [good, name, {"key": "n", "value": {"intValue": "1.5"}}]},
+        {"time_unix_nano": T0 + 2, "attributes": [good, name]},  # snake_case, a number
+    ]  # fmt: skip
+    document = {"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}
+    result = normalise_logs(decode_logs(json.dumps(document).encode(), "application/json"))
+    assert result.records == 5
+    rejected = [path.rsplit(".", 1)[1] for path, _ in result.rejected]
+    assert rejected == ["logRecords[1]", "logRecords[2]", "logRecords[3]"]
+    assert len(result.events) == 2
+    assert [e.timestamp.timestamp() for e in result.events] == [T0 / 1e9, (T0 + 2) / 1e9]

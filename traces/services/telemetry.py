@@ -19,6 +19,7 @@ from traces.formats.telemetry import (
     MetricsResult,
     decode,
     decode_logs,
+    encoded,
     may_hold_identity,
     normalise_logs,
     normalise_metrics,
@@ -202,11 +203,7 @@ def _logs_store(workspace: Workspace, user, body: bytes, content_type: str):
         return upload, created, normalise_logs(decode_logs(stored, stored_type))
     mode = policy.identity if may_hold_identity(body) else IDENTITY_KEEP
     result = normalise_logs(request, mode, policy.identity_key)
-    stored, stored_type = (
-        (request.SerializeToString(), "application/x-protobuf")
-        if result.redacted
-        else (body, content_type)
-    )
+    stored, stored_type = encoded(request) if result.redacted else (body, content_type)
     upload, created = _body_keep(workspace, user, stored, stored_type, "logs")
     return upload, created, result
 

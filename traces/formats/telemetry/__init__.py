@@ -42,6 +42,7 @@ from traces.formats.telemetry.logs import (
     EventRecord,
     LogsResult,
     decode_logs,
+    encoded,
     event_name,
     normalise_logs,
 )
@@ -53,7 +54,7 @@ __all__ = [
     "IDENTITY_HASH", "IDENTITY_KEEP", "IDENTITY_KEYS", "IDENTITY_SET", "KNOWN_EVENTS",
     "MAX_COST_USD", "MAX_DURATION_MS", "MAX_TOKENS", "MESSAGES", "OTLP", "TEMPORALITY_NAMES",
     "USAGE_METRICS", "EventRecord", "LeanLogsRequest", "LogsResult", "MetricPoint",
-    "MetricsResult", "Rejected", "attributes_dict", "decode", "decode_logs", "event_name",
+    "MetricsResult", "Rejected", "attributes_dict", "decode", "decode_logs", "encoded", "event_name",
     "harness_of", "identity_hash", "lean_logs", "may_hold_identity", "normalise_logs",
     "normalise_metrics", "redact", "redacted_body",
 ]  # fmt: skip

@@ -29,8 +29,16 @@ from traces.formats.telemetry.common import (
     _time,
     harness_of,
 )
-from traces.formats.telemetry.decoding import decode
 from traces.formats.telemetry.identity import identity_hash
+from traces.formats.telemetry.json_logs import (
+    BadJson,
+    JsonLogs,
+    JsonReader,
+    JsonRecord,
+    _field,
+    _list,
+    json_pair,
+)
 from traces.formats.telemetry.wire import (
     BadAttribute,
     LeanLogsRequest,
@@ -171,7 +179,8 @@ def _event(record, path: str, resource: dict, reader: _Reader) -> EventRecord | 
         attrs = reader.attributes(record.attributes)
     except BadAttribute as exc:
         raise Rejected(f"an attribute is {exc}") from None
-    name = event_name(record.event_name, body_string(record.body), attrs, resource)
+    body = record.body if isinstance(reader, JsonReader) else body_string(record.body)
+    name = event_name(record.event_name, body, attrs, resource)
     if not name:
         raise Rejected("no event name (LogRecord.eventName, a dotted body or event.name)")
     harness = harness_of(name, resource)
@@ -245,38 +254,101 @@ def _event(record, path: str, resource: dict, reader: _Reader) -> EventRecord | 
 
 
 def decode_logs(body: bytes, content_type: str):
-    """A logs request body as the lean request `normalise_logs` reads (see `wire`)."""
+    """A logs request body as `normalise_logs` reads it: the lean request (see `wire`) for
+    protobuf, the parsed document for OTLP/JSON (see `json_logs`)."""
     if content_type.startswith("application/json"):
-        return lean_logs(decode(body, content_type, "logs"))
+        try:
+            return JsonLogs(orjson.loads(body))
+        except orjson.JSONDecodeError as exc:
+            raise OtlpDecodeError(f"body is not valid JSON: {exc}") from None
     try:
         return lean_logs(body)
     except DecodeError as exc:
         raise OtlpDecodeError(f"body is not a protobuf ExportLogsServiceRequest: {exc}") from None
 
 
-def normalise_logs(request, mode: str = IDENTITY_KEEP, salt: str = "") -> LogsResult:
-    """The request's events (a lean request from `decode_logs`, or an
-    ExportLogsServiceRequest, read through a lean copy). With `mode` hash or drop, the
-    identity attributes are first redacted in the (lean) request itself (as `redact`
-    does; `result.redacted` says whether any were), in the same pass that reads them."""
-    if not isinstance(request, LeanLogsRequest):
-        request = lean_logs(request)
-    result = LogsResult()
-    reader = _Reader(mode, salt)
+def encoded(request) -> tuple[bytes, str]:
+    """(bytes, content type) of a (redacted) request from `decode_logs`, to be stored."""
+    if isinstance(request, JsonLogs):
+        return orjson.dumps(request.document), "application/json"
+    return request.SerializeToString(), "application/x-protobuf"
+
+
+def _lean_resources(request, reader: _Reader):
+    """(index, resource attributes, [(scope index, records)]) of a lean request."""
     for r, resource_logs in enumerate(request.resource_logs):
         try:
-            if mode != IDENTITY_KEEP:
+            if reader.mode != IDENTITY_KEEP:
                 reader.redact(resource_logs.resource.attributes)
                 for scope_logs in resource_logs.scope_logs:
                     reader.redact(scope_logs.scope.attributes)
             resource = dict(key_value(blob) for blob in resource_logs.resource.attributes)
         except BadAttribute as exc:
             raise OtlpDecodeError(f"resourceLogs[{r}].resource: an attribute is {exc}") from None
-        for s, scope_logs in enumerate(resource_logs.scope_logs):
-            for i, record in enumerate(scope_logs.log_records):
+        yield (
+            r,
+            resource,
+            [(s, scope.log_records) for s, scope in enumerate(resource_logs.scope_logs)],
+        )
+
+
+def _json_records(nodes) -> list:
+    records = []
+    for node in nodes:
+        try:
+            records.append(JsonRecord(node))
+        except BadJson as exc:
+            records.append(Rejected(str(exc)))
+    return records
+
+
+def _json_resources(request: JsonLogs, reader: JsonReader):
+    """As `_lean_resources`, for an OTLP/JSON document (redacted in place)."""
+    for r, node in enumerate(request.resource_logs):
+        try:
+            if not isinstance(node, dict):
+                raise BadJson("must be an object")
+            resource_attrs = _list((node.get("resource") or {}).get("attributes"))
+            scopes = _list(_field(node, "scopeLogs", "scope_logs"))
+            if reader.mode != IDENTITY_KEEP:
+                reader.redact(resource_attrs)
+                for scope in scopes:
+                    reader.redact(_list((scope.get("scope") or {}).get("attributes")))
+            resource = dict(json_pair(item) for item in resource_attrs)
+            yield (
+                r,
+                resource,
+                [
+                    (s, _json_records(_list(_field(scope, "logRecords", "log_records"))))
+                    for s, scope in enumerate(scopes)
+                ],
+            )
+        except (BadJson, AttributeError) as exc:
+            raise OtlpDecodeError(f"resourceLogs[{r}] is not OTLP/JSON: {exc}") from None
+
+
+def normalise_logs(request, mode: str = IDENTITY_KEEP, salt: str = "") -> LogsResult:
+    """The request's events (from `decode_logs`; an ExportLogsServiceRequest is read
+    through a lean copy). With `mode` hash or drop, the identity attributes are first
+    redacted in the request itself (as `redact` does; `result.redacted` says whether any
+    were), in the same pass that reads them."""
+    reader = _Reader(mode, salt)
+    if isinstance(request, JsonLogs):
+        reader = JsonReader(mode, reader.hashed)
+        resources = _json_resources(request, reader)
+    else:
+        if not isinstance(request, LeanLogsRequest):
+            request = lean_logs(request)
+        resources = _lean_resources(request, reader)
+    result = LogsResult()
+    for r, resource, scopes in resources:
+        for s, records in scopes:
+            for i, record in enumerate(records):
                 result.records += 1
                 path = f"resourceLogs[{r}].scopeLogs[{s}].logRecords[{i}]"
                 try:
+                    if isinstance(record, Rejected):
+                        raise record
                     event = _event(record, path, resource, reader)
                 except Rejected as exc:
                     result.rejected.append((path, str(exc)))
