@@ -193,3 +193,62 @@ def test_the_transcripts_hour_split_survives_the_span_join(
             hour[request_id],
             reference[request_id]["cache_creation_tokens"] - hour[request_id],
         )
+
+
+@pytest.mark.parametrize("codex_first", [True, False], ids=["codex-first", "spans-first"])
+def test_spans_naming_a_codex_conversation_join_it(client, workspace, token, codex_first):
+    """The Codex session is made here by a `codex.conversation_starts` event; the gateway's
+    span names its conversation id."""
+    import json
+
+    conversation = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+
+    def span():
+        attrs = {"gen_ai.conversation.id": conversation, "gen_ai.provider.name": "openai",
+                 "gen_ai.response.id": "resp_0001", "gen_ai.request.model": "gpt-5-codex",
+                 "gen_ai.usage.input_tokens": 1200, "gen_ai.usage.cache_read.input_tokens": 1000,
+                 "gen_ai.usage.output_tokens": 80}  # fmt: skip
+        document = {"resourceSpans": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "gw"}}]},
+            "scopeSpans": [{"spans": [{
+                "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+                "name": "chat gpt-5-codex", "startTimeUnixNano": str(T0 * 10**9),
+                "endTimeUnixNano": str((T0 + 1) * 10**9),
+                "attributes": [{"key": k, "value": {"stringValue": v} if isinstance(v, str)
+                                else {"intValue": str(v)}} for k, v in attrs.items()],
+            }]}],
+        }]}  # fmt: skip
+        response = client.post(
+            "/v1/traces", data=json.dumps(document), content_type="application/json", **headers
+        )
+        assert response.status_code == 200, response.content
+
+    def codex_event():
+        document = {"resourceLogs": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "codex_cli_rs"}}]},
+            "scopeLogs": [{"logRecords": [{
+                "timeUnixNano": str(T0 * 10**9), "eventName": "codex.conversation_starts",
+                "attributes": [
+                    {"key": "conversation.id", "value": {"stringValue": conversation}},
+                    {"key": "context_window", "value": {"intValue": "272000"}},
+                ],
+            }]}],
+        }]}  # fmt: skip
+        response = client.post(
+            "/v1/logs", data=json.dumps(document), content_type="application/json", **headers
+        )
+        assert response.status_code == 200, response.content
+
+    for step in (codex_event, span) if codex_first else (span, codex_event):
+        step()
+    session = Session.objects.get()
+    assert (session.harness, session.external_id, session.context_window) == (
+        "codex",
+        conversation,
+        272_000,
+    )
+    call = Call.objects.get()
+    assert (call.session_id, call.key) == (session.pk, "resp_0001")
+    assert (call.input_tokens, call.cache_read_tokens, call.output_tokens) == (200, 1000, 80)
+    assert Agent.objects.count() == 1
