@@ -16,6 +16,7 @@ from traces.ingest.joins import (
     harness_sessions_named,
     otlp_sessions_adopt,
 )
+from traces.ingest.rules import _fit_for_columns
 from traces.models import Call, CallSource
 from traces.services.derivation import (
     _sessions_mark,
@@ -89,19 +90,25 @@ def otlp_receive(*, workspace: Workspace, user, body: bytes, content_type: str) 
 
 def _harness_sessions_join(workspace: Workspace, result: OtlpResult) -> None:
     """Spans of other producers whose conversation id names a Claude Code or Codex session
-    of the workspace belong to that session: their records take its harness (in place)."""
-    named = harness_sessions_named(
-        workspace_id=workspace.pk,
-        external_ids={external for harness, external in result.sessions if harness == OTLP_HARNESS},
-    )
-    if not named:
+    of the workspace belong to that session: their records take its harness (in place).
+    Their ids are first made storable, as the loader stores them, so that they compare."""
+    others = [record for record in result.records() if record.harness == OTLP_HARNESS]
+    if not others:
         return
-    for record in result.records():
-        external = record.external_id if isinstance(record, SessionInfo) else record.session_id
-        if record.harness == OTLP_HARNESS and external in named:
-            record.harness = named[external][0]
+    for record in others:
+        _fit_for_columns(record)
+    named = harness_sessions_named(
+        workspace_id=workspace.pk, external_ids={_external(record) for record in others}
+    )
+    for record in others:
+        if _external(record) in named:
+            record.harness = named[_external(record)][0]
     result.sessions = {(i.harness, i.external_id): i for i in result.sessions.values()}
     result.agents = {(a.harness, a.session_id, a.agent_id): a for a in result.agents.values()}
+
+
+def _external(record) -> str:
+    return record.external_id if isinstance(record, SessionInfo) else record.session_id
 
 
 def _span_sources(
