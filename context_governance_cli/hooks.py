@@ -33,6 +33,9 @@ EVENTS = {
 # 300 ms when the server is slow. Raise it with CONTEXT_GOVERNANCE_HOOK_TIMEOUT for a distant
 # server: what times out is spooled and sent with a later hook.
 TIMEOUT_SECONDS = 0.15
+# The transcript lines appended since the last send get what is left of this after the event
+# (CONTEXT_GOVERNANCE_LINES_TIMEOUT); what does not fit goes with a later hook.
+LINES_TIMEOUT_SECONDS = 0.1
 MAX_STDIN_BYTES = 8 * 1024 * 1024
 MAX_BATCH = 200
 MAX_BATCH_BYTES = 256 * 1024  # spooled events sent with one hook: what fits its time budget
@@ -147,6 +150,30 @@ def hook_timeout() -> float:
         return TIMEOUT_SECONDS
 
 
+def lines_timeout() -> float:
+    try:
+        return float(os.environ.get("CONTEXT_GOVERNANCE_LINES_TIMEOUT") or LINES_TIMEOUT_SECONDS)
+    except ValueError:
+        return LINES_TIMEOUT_SECONDS
+
+
+def send_lines(name: str, payload: dict, settings, *, err=sys.stderr) -> dict:
+    """Send the lines the hook's transcript gained, within `lines_timeout()`."""
+    from context_governance_cli import transcript
+
+    path = payload.get("transcript_path")
+    deadline = time.monotonic() + lines_timeout()
+    result = transcript.send_new_lines(settings, path if isinstance(path, str) else "", deadline)
+    if result["error"] and not result["unreachable"]:
+        err.write(f"context-governance hook {name}: transcript lines refused: {result['error']}\n")
+    if os.environ.get("CONTEXT_GOVERNANCE_DEBUG"):
+        err.write(
+            f"hook {name}: transcript lines: {result['sent']:,} bytes sent, "
+            f"{result['left']:,} left {result['error']}\n"
+        )
+    return result
+
+
 def send(settings, events: list[dict]) -> dict:
     from context_governance_cli import client
 
@@ -170,6 +197,13 @@ def run(name: str, raw: bytes, *, err=sys.stderr, out=sys.stdout) -> int:
         err.write("context-governance: not logged in (run `context-governance login`)\n")
         return 0
     event = build_event(name, payload)
+    # For PostCompact the lines go first: the compaction they hold is then there for the
+    # summary. A server that did not answer them will not answer the event either: spool it.
+    if name == "post-compact" and send_lines(name, payload, settings, err=err)["unreachable"]:
+        kept = _spool([event])
+        where = f"kept in {spool_path()}" if kept else "the spool is full; dropped"
+        err.write(f"context-governance hook {name}: not sent (server unreachable); {where}\n")
+        return 0
     response = deliver(f"hook {name}", event, settings, err=err)
     answer = response.get("answer") if isinstance(response, dict) else None
     if isinstance(answer, dict) and answer.get("event_id") == event["event_id"]:
@@ -177,6 +211,9 @@ def run(name: str, raw: bytes, *, err=sys.stderr, out=sys.stdout) -> int:
         if output:
             out.write(json.dumps(output) + "\n")
             out.flush()
+    if name != "post-compact" and response is not None:
+        # After the answer, which must not wait for them; not when the event itself failed.
+        send_lines(name, payload, settings, err=err)
     return 0
 
 
