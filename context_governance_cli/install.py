@@ -28,7 +28,7 @@ HOOKS = (
 HOOK_TIMEOUT_SECONDS = 5
 OUR_COMMAND = re.compile(
     r"context[-_]governance(?:\.exe)?[\"']?(?: -m context_governance_cli)? "
-    r"(?:hook (?:session-start|pre-compact|post-compact)|statusline)$"
+    r"(?:hook (?:--codex )?(?:session-start|pre-compact|post-compact)|statusline)$"
 )
 
 
@@ -106,7 +106,17 @@ class Change:
         return "".join(lines)
 
 
-def plan_install(path: Path, *, command: str, replace_statusline: bool = False) -> Change:
+def plan_install(
+    path: Path,
+    *,
+    command: str,
+    replace_statusline: bool = False,
+    hook: str = "hook",
+    statusline: bool = True,
+) -> Change:
+    """The hook groups (running `<command> <hook> <event>`) and, with `statusline`, the status
+    line. Codex's hooks.json has the same `hooks` object as Claude Code's settings.json (its
+    `HooksFile`), with `hook --codex` and no status line."""
     text, data = _load(path)
     new = copy.deepcopy(data)
     manifest = config.read_json(_manifest_path()).get(str(path))
@@ -133,7 +143,7 @@ def plan_install(path: Path, *, command: str, replace_statusline: bool = False) 
             "hooks": [
                 {
                     "type": "command",
-                    "command": f"{command} hook {name}",
+                    "command": f"{command} {hook} {name}",
                     "timeout": HOOK_TIMEOUT_SECONDS,
                 }
             ]
@@ -142,7 +152,9 @@ def plan_install(path: Path, *, command: str, replace_statusline: bool = False) 
         record["added"].append({"event": event, "group": group})
     wanted = {"type": "command", "command": f"{command} statusline", "padding": 0}
     current = new.get("statusLine")
-    if current is None:
+    if not statusline:
+        pass
+    elif current is None:
         new["statusLine"] = wanted
         record["statusline"] = {"action": "added", "written": wanted}
     elif _is_ours(current):

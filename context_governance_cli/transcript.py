@@ -98,7 +98,7 @@ def _chunk(handle, offset: int, size: int) -> tuple[bytes, int]:
     return b"", offset  # the last line is not finished yet
 
 
-def send_new_lines(settings, path: str, deadline: float) -> dict:
+def send_new_lines(settings, path: str, deadline: float, *, harness: str = "claude-code") -> dict:
     """Send what `path` gained, chunk by chunk, until done or `deadline` (time.monotonic).
     Returns {"sent": bytes acknowledged, "offset", "left": bytes not sent yet, "error",
     "unreachable": the server did not answer or refused the token}."""
@@ -126,7 +126,7 @@ def send_new_lines(settings, path: str, deadline: float) -> dict:
                 break  # only an unfinished last line
             head_size, head_sha256 = _head(handle, min(end, HEAD_BYTES))
             body = {
-                "path": path, "offset": offset, "end": end,
+                "path": path, "harness": harness, "offset": offset, "end": end,
                 "data": base64.b64encode(data).decode(),
                 "head_size": head_size, "head_sha256": head_sha256,
             }  # fmt: skip

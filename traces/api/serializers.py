@@ -186,6 +186,11 @@ class TranscriptLinesInputSerializer(serializers.Serializer):
         help_text="The transcript's path on the client (the hook's `transcript_path`): it names "
         "the stream of lines.",
     )
+    harness = serializers.ChoiceField(
+        choices=[Harness.CLAUDE_CODE, Harness.CODEX],
+        default=Harness.CLAUDE_CODE,
+        help_text="`claude-code` (a session transcript) or `codex` (a rollout file).",
+    )
     offset = serializers.IntegerField(
         min_value=0, help_text="The byte of the transcript where `data` starts; 0 starts again."
     )

@@ -47,12 +47,12 @@ def stream_name(path: str) -> str:
     return (STREAM_PREFIX + path)[:1000]
 
 
-def _stream_row(workspace: Workspace, path: str) -> FollowedFile:
+def _stream_row(workspace: Workspace, path: str, harness: str) -> FollowedFile:
     name = stream_name(path)
     try:
         with transaction.atomic():
             row, _ = FollowedFile.objects.get_or_create(
-                workspace=workspace, path=name, defaults={"harness": Harness.CLAUDE_CODE}
+                workspace=workspace, path=name, defaults={"harness": harness}
             )
     except IntegrityError:  # a concurrent first send of the same transcript won
         row = FollowedFile.objects.get(workspace=workspace, path=name)
@@ -104,12 +104,13 @@ def transcript_lines_receive(
     data: bytes,
     head_size: int,
     head_sha256: str,
+    harness: str = Harness.CLAUDE_CODE,
 ) -> LinesResult:
     """Ingest the lines of one transcript between `offset` and `end` (`data`: whole lines;
     a line too long to send is left out of it but within `end`). Answers with the offset now
     ingested; raises Conflict (with the server's offset and head) when the chunk does not
     follow on from what was received."""
-    row = _stream_row(workspace, path)
+    row = _stream_row(workspace, path, harness)
     restart = _check_chunk(
         row, offset=offset, end=end, data=data, head_size=head_size, head_sha256=head_sha256
     )
@@ -118,9 +119,8 @@ def transcript_lines_receive(
     loader = TraceLoader(
         workspace=workspace, summary=summary, file_name=row.path, derive_new_sessions=True
     )
-    parser = make_parser(
-        row.harness or Harness.CLAUDE_CODE, path, state=None if restart else row.parser_state
-    )
+    fmt = harness if restart else (row.harness or harness)
+    parser = make_parser(fmt, path, state=None if restart else row.parser_state)
     try:
         for record in parser.parse(data.splitlines(keepends=True)):
             loader.feed(record)
@@ -133,7 +133,7 @@ def transcript_lines_receive(
     state = parser.state(lines=parser.first_line - 1 + stats.lines)
     updated = FollowedFile.objects.filter(pk=row.pk, offset=before).update(
         offset=end,
-        harness=row.harness or Harness.CLAUDE_CODE,
+        harness=fmt,
         parser_state=orjson.loads(orjson.dumps(state).replace(b"\\u0000", b"\\ufffd")),
         lines=(0 if restart else row.lines) + stats.lines,
         resets=row.resets + (1 if restart and before else 0),
