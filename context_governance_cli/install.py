@@ -150,25 +150,30 @@ def plan_install(
         }
         groups.append(group)
         record["added"].append({"event": event, "group": group})
+    if statusline:
+        notes += _plan_statusline(new, record, command=command, replace=replace_statusline)
+    after = _dump(new) if new != data or text is None else text
+    return Change(path=path, before=text, after=after, notes=notes, record=record)
+
+
+def _plan_statusline(new: dict, record: dict, *, command: str, replace: bool) -> list[str]:
+    """Set our statusLine in `new` unless another is kept; the notes to show."""
     wanted = {"type": "command", "command": f"{command} statusline", "padding": 0}
     current = new.get("statusLine")
-    if not statusline:
-        pass
-    elif current is None:
+    if current is None:
         new["statusLine"] = wanted
         record["statusline"] = {"action": "added", "written": wanted}
     elif _is_ours(current):
         pass
-    elif replace_statusline:
+    elif replace:
         new["statusLine"] = wanted
         record["statusline"] = {"action": "replaced", "written": wanted, "previous": current}
     else:
-        notes.append(
+        return [
             "Kept your statusLine; add --replace-statusline to use context-governance's "
             "(uninstall-hooks puts yours back)."
-        )
-    after = _dump(new) if new != data or text is None else text
-    return Change(path=path, before=text, after=after, notes=notes, record=record)
+        ]
+    return []
 
 
 def _remove_ours(data: dict, record: dict | None) -> dict:

@@ -182,6 +182,24 @@ def _plan(args, *, install: bool) -> list:
     ]
 
 
+def _apply(change, *, dry_run: bool, install: bool) -> None:
+    from context_governance_cli import install as installer
+
+    for note in change.notes:
+        print(note, file=sys.stderr)
+    if not change.changed:
+        print(f"{change.path}: nothing to change.")
+        if not dry_run and not install:
+            installer.apply(change, install=False)
+        return
+    if dry_run:
+        sys.stdout.write(change.diff() or f"{change.path} would be removed.\n")
+        return
+    installer.apply(change, install=install)
+    verb = "Updated" if change.after is not None else "Removed"
+    print(f"{verb} {change.path}.")
+
+
 def _hooks(args, *, install: bool) -> int:
     from context_governance_cli import install as installer
 
@@ -195,19 +213,7 @@ def _hooks(args, *, install: bool) -> int:
         print(exc, file=sys.stderr)
         return 1
     for change in changes:
-        for note in change.notes:
-            print(note, file=sys.stderr)
-        if not change.changed:
-            print(f"{change.path}: nothing to change.")
-            if not args.dry_run and not install:
-                installer.apply(change, install=False)
-            continue
-        if args.dry_run:
-            sys.stdout.write(change.diff() or f"{change.path} would be removed.\n")
-            continue
-        installer.apply(change, install=install)
-        verb = "Updated" if change.after is not None else "Removed"
-        print(f"{verb} {change.path}.")
+        _apply(change, dry_run=args.dry_run, install=install)
     if install and args.codex and not args.dry_run:
         print("Codex runs a user's hooks only once they are trusted (it keeps each hook's "
               "trusted hash in config.toml): review and trust the three hooks in Codex, or it "
