@@ -117,6 +117,8 @@ def send_new_lines(settings, path: str, deadline: float, *, harness: str = "clau
     with handle:
         size = os.fstat(handle.fileno()).st_size
         offset = _start_offset(handle, size, stream)
+        # Known before and sent from 0: truncated or replaced; the server must start again.
+        restart = bool(stream.get("offset")) and offset == 0
         while offset < size:
             left = deadline - time.monotonic()
             if left < MIN_REQUEST_SECONDS:
@@ -127,6 +129,7 @@ def send_new_lines(settings, path: str, deadline: float, *, harness: str = "clau
             head_size, head_sha256 = _head(handle, min(end, HEAD_BYTES))
             body = {
                 "path": path, "harness": harness, "offset": offset, "end": end,
+                "restart": restart and offset == 0,
                 "data": base64.b64encode(data).decode(),
                 "head_size": head_size, "head_sha256": head_sha256,
             }  # fmt: skip
@@ -137,6 +140,9 @@ def send_new_lines(settings, path: str, deadline: float, *, harness: str = "clau
                 )  # fmt: skip
             except client.ServerError as exc:
                 adopted = _adopt(handle, size, offset, exc)
+                if adopted is None and offset == 0 and not restart and exc.status == 409:
+                    restart = True  # the server's place is not in this file: start again
+                    continue
                 if adopted is None:
                     result["error"] = str(exc)
                     break

@@ -313,3 +313,23 @@ def test_the_lines_endpoint_needs_an_editor_and_answers_a_conflict_with_its_offs
         editor.post("/api/v1/hooks/lines/", {**body, "data": "@@"}, format="json").status_code
         == 400
     )
+
+
+def test_a_file_cut_back_to_its_first_lines_is_read_again_though_it_begins_the_same(
+    cli, env, tmp_path
+):
+    path = tmp_path / "t.jsonl"
+    transcript = Transcript(seed=13)
+    transcript.more(400)  # well over 64 KiB: the cut keeps the whole fingerprinted head
+    transcript.flush(path)
+    hook(cli, env, "session-start", path, source="startup")
+    data = path.read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 1
+    path.write_bytes(data[:cut])  # the same first bytes, shorter than what was sent
+    transcript.more(4)
+    transcript.flush(path)
+    hook(cli, env, "pre-compact", path, trigger="auto", custom_instructions="")
+    row = FollowedFile.objects.get()
+    assert (row.offset, row.resets) == (path.stat().st_size, 1)
+    # Every call stays counted once: those cut off were stored, the new ones are added.
+    assert counts_in_db() == transcript.ref.counts()

@@ -205,6 +205,11 @@ class TranscriptLinesInputSerializer(serializers.Serializer):
         trim_whitespace=False,
         help_text="The bytes, base64: whole lines, ending in a newline.",
     )
+    restart = serializers.BooleanField(
+        default=False,
+        help_text="With offset 0: the client found the file truncated or replaced, so the "
+        "server reads it again from the start even if its first bytes are the same.",
+    )
     head_size = serializers.IntegerField(min_value=0, max_value=64 * 1024)
     head_sha256 = serializers.RegexField(
         r"^[0-9a-f]{64}$",

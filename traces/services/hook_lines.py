@@ -73,7 +73,14 @@ def _stream_conflict(row: FollowedFile, reason: str) -> Conflict:
 
 
 def _check_chunk(
-    row: FollowedFile, *, offset: int, end: int, data: bytes, head_size: int, head_sha256: str
+    row: FollowedFile,
+    *,
+    offset: int,
+    end: int,
+    data: bytes,
+    head_size: int,
+    head_sha256: str,
+    restart: bool = False,
 ) -> bool:
     """Whether this chunk starts the stream again; raises Conflict when it does not follow on
     from what the server has, InputError when it is not whole lines."""
@@ -85,7 +92,7 @@ def _check_chunk(
         raise InputError.for_fields({"end": "Must be at least offset + the bytes of data."})
     if offset == 0:
         same_head = (row.head_size, row.head_sha256) == (head_size, head_sha256)
-        if row.offset and same_head and head_size:
+        if row.offset and same_head and head_size and not restart:
             # The client lost its place in a file the server has read further: go on instead.
             raise _stream_conflict(row, "this transcript was sent before")
         return True
@@ -105,15 +112,19 @@ def transcript_lines_receive(
     head_size: int,
     head_sha256: str,
     harness: str = Harness.CLAUDE_CODE,
+    restart: bool = False,
 ) -> LinesResult:
     """Ingest the lines of one transcript between `offset` and `end` (`data`: whole lines;
     a line too long to send is left out of it but within `end`). Answers with the offset now
     ingested; raises Conflict (with the server's offset and head) when the chunk does not
-    follow on from what was received."""
+    follow on from what was received. A chunk at offset 0 of a transcript the server has read
+    further, with the same first bytes, is a conflict too (the client lost its place), unless
+    `restart` says the client found the file truncated."""
     row = _stream_row(workspace, path, harness)
     restart = _check_chunk(
-        row, offset=offset, end=end, data=data, head_size=head_size, head_sha256=head_sha256
-    )
+        row, offset=offset, end=end, data=data, head_size=head_size, head_sha256=head_sha256,
+        restart=restart,
+    )  # fmt: skip
     before = row.offset
     summary = IngestSummary()
     loader = TraceLoader(
