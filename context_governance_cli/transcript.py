@@ -18,7 +18,9 @@ import time
 
 from context_governance_cli import config
 
-CHUNK_BYTES = 256 * 1024  # one request's lines, unless a single line is longer
+# One request's lines (unless a single line is longer): what a loaded server ingests within
+# the lines' budget, so that a send is seldom cut off (then answered with 409 next time).
+CHUNK_BYTES = 64 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024  # a longer line is left out (the server skips its bytes)
 HEAD_BYTES = 64 * 1024
 MIN_REQUEST_SECONDS = 0.02  # no request is started with less time than this left

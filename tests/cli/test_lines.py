@@ -252,7 +252,7 @@ def test_lost_client_state_goes_on_from_the_server_offset(cli, env, tmp_path):
 def test_a_large_backlog_goes_in_chunks_within_the_budget_and_the_rest_later(cli, env, tmp_path):
     path = tmp_path / "t.jsonl"
     transcript = Transcript(seed=5)
-    transcript.more(3000)  # about 1.5 MB: six chunks or more
+    transcript.more(3000)  # about 1.5 MB: over twenty chunks
     transcript.flush(path)
     size = path.stat().st_size
     assert size > 6 * 256 * 1024

@@ -28,7 +28,7 @@ from traces.models import FollowedFile, Harness
 from traces.services.derivation import _sessions_mark, derive_pending_queue
 
 STREAM_PREFIX = "hook:"
-MAX_CHUNK_BYTES = 6 * 1024 * 1024  # one request's lines; the client sends 256 KB at a time
+MAX_CHUNK_BYTES = 6 * 1024 * 1024  # one request's lines; the client sends 64 KiB at a time
 HEAD_BYTES = 64 * 1024  # the client's fingerprint covers at most this many first bytes
 
 
