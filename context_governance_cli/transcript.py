@@ -128,7 +128,9 @@ def send_new_lines(settings, path: str, deadline: float, *, harness: str = "clau
             data, end = _chunk(handle, offset, size)
             if end == offset:
                 break  # only an unfinished last line
-            head_size, head_sha256 = _head(handle, min(end, HEAD_BYTES))
+            # The fingerprint covers the file's first bytes as they are now (sent or not), so
+            # that any chunk, the first included, names the same head for the same file.
+            head_size, head_sha256 = _head(handle, min(size, HEAD_BYTES))
             body = {
                 "path": path, "harness": harness, "offset": offset, "end": end,
                 "restart": restart and offset == 0,

@@ -252,14 +252,14 @@ def test_lost_client_state_goes_on_from_the_server_offset(cli, env, tmp_path):
 def test_a_large_backlog_goes_in_chunks_within_the_budget_and_the_rest_later(cli, env, tmp_path):
     path = tmp_path / "t.jsonl"
     transcript = Transcript(seed=5)
-    transcript.more(3000)  # about 1.5 MB: over twenty chunks
+    transcript.more(1200)  # about 1.5 MB: over twenty chunks of 64 KiB
     transcript.flush(path)
     size = path.stat().st_size
-    assert size > 6 * 256 * 1024
+    assert size > 20 * 64 * 1024
     # A budget too short for the whole backlog: some chunks now, the rest with later hooks.
-    short = {**env, "CONTEXT_GOVERNANCE_LINES_TIMEOUT": "0.4"}
+    short = {**env, "CONTEXT_GOVERNANCE_LINES_TIMEOUT": "0.5"}
     offsets = []
-    for _ in range(30):
+    for _ in range(80):
         hook(cli, short, "session-start", path, source="resume")
         offsets.append(FollowedFile.objects.get().offset)
         if offsets[-1] == size:
