@@ -17,7 +17,13 @@ class TokenRejected(Exception):
 
 
 class ServerError(Exception):
-    """Any other non-2xx answer; the message is the server's `detail`."""
+    """Any other non-2xx answer; the message is the server's `detail`, `status` the HTTP
+    status and `data` the decoded body (a dict, empty when it was not JSON)."""
+
+    def __init__(self, message: str, *, status: int = 0, data: dict | None = None):
+        super().__init__(message)
+        self.status = status
+        self.data = data or {}
 
 
 def _detail(body: bytes, status: int) -> str:
@@ -71,7 +77,13 @@ def request(
     if status >= 500:
         raise ServerUnreachable(f"HTTP {status}")
     if status >= 300:
-        raise ServerError(_detail(answer, status))
+        try:
+            data = json.loads(answer)
+        except ValueError:
+            data = None
+        raise ServerError(
+            _detail(answer, status), status=status, data=data if isinstance(data, dict) else None
+        )
     try:
         return json.loads(answer) if answer else {}
     except ValueError:

@@ -37,6 +37,14 @@ def config_path(env=os.environ) -> Path:
     return codex_home(env) / "config.toml"
 
 
+def hooks_path(env=os.environ) -> Path:
+    """Codex's user-level hooks file: `hooks.json` beside config.toml (codex-rs/hooks
+    discovery reads `<config folder>/hooks.json` and `[hooks]` in config.toml)."""
+    from context_governance_cli.codex import codex_home
+
+    return codex_home(env) / "hooks.json"
+
+
 def default_argv() -> list[str]:
     return [shutil.which("context-governance") or "context-governance", SUBCOMMAND]
 

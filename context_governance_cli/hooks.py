@@ -33,6 +33,9 @@ EVENTS = {
 # 300 ms when the server is slow. Raise it with CONTEXT_GOVERNANCE_HOOK_TIMEOUT for a distant
 # server: what times out is spooled and sent with a later hook.
 TIMEOUT_SECONDS = 0.15
+# The transcript lines appended since the last send get what is left of this after the event
+# (CONTEXT_GOVERNANCE_LINES_TIMEOUT); what does not fit goes with a later hook.
+LINES_TIMEOUT_SECONDS = 0.1
 MAX_STDIN_BYTES = 8 * 1024 * 1024
 MAX_BATCH = 200
 MAX_BATCH_BYTES = 256 * 1024  # spooled events sent with one hook: what fits its time budget
@@ -88,14 +91,16 @@ def _spool(events: list[dict], extra_lines: list[bytes] = ()) -> bool:
     return True
 
 
-def build_event(name: str, payload: dict) -> dict:
+def build_event(name: str, payload: dict, *, codex: bool = False) -> dict:
     event = {
         "event_id": uuid.uuid4().hex,
         "event": payload.get("hook_event_name") or EVENTS[name],
-        "harness": "claude-code",
+        "harness": "codex" if codex else "claude-code",
         "occurred_at": datetime.now(UTC).isoformat(),
         "payload": payload,
     }
+    if codex:
+        return _codex_event(name, payload, event)
     if name == "pre-compact" or (name == "session-start" and not payload.get("model")):
         # Claude Code's PreCompact input names no model, and SessionStart's `model` is optional:
         # the transcript's last main-agent call tells both (the window only for PreCompact).
@@ -105,6 +110,24 @@ def build_event(name: str, payload: dict) -> dict:
         if name == "pre-compact":
             event["context_tokens"] = tokens
         if model:
+            event["model"] = model
+    return event
+
+
+def _codex_event(name: str, payload: dict, event: dict) -> dict:
+    """Codex's hook input names the model; PreCompact's context size is the rollout's last
+    `token_count` (`transcript_path` is the rollout file)."""
+    if isinstance(payload.get("model"), str) and payload["model"]:
+        event["model"] = payload["model"][:200]
+    if name == "pre-compact":
+        from pathlib import Path
+
+        from context_governance_cli.codex import rollout_last_call
+
+        path = payload.get("transcript_path")
+        tokens, model = rollout_last_call(Path(path) if isinstance(path, str) and path else None)
+        event["context_tokens"] = tokens
+        if model and "model" not in event:
             event["model"] = model
     return event
 
@@ -140,11 +163,58 @@ def claude_output(name: str, answer) -> dict | None:
     return None
 
 
+def codex_output(name: str, answer) -> dict | None:
+    """The server's answer in Codex's hook-output format (codex-rs/hooks schema): a block is
+    `continue: false` with the reason (the compaction is not made); a suggestion is a
+    `systemMessage` (Codex shows it as a warning); SessionStart's context is
+    `hookSpecificOutput.additionalContext`. None: print nothing."""
+    if not isinstance(answer, dict):
+        return None
+    action, message = answer.get("action"), _text(answer.get("message"))
+    if name == "pre-compact":
+        if action == "block" and message:
+            return {"continue": False, "stopReason": message, "systemMessage": message}
+        if action == "suggest" and message:
+            return {"systemMessage": message}
+        return None
+    if name == "session-start" and action == "context":
+        # The same keys as Claude Code's SessionStart output (hookSpecificOutput, systemMessage).
+        return claude_output(name, answer)
+    return None
+
+
 def hook_timeout() -> float:
     try:
         return float(os.environ.get("CONTEXT_GOVERNANCE_HOOK_TIMEOUT") or TIMEOUT_SECONDS)
     except ValueError:
         return TIMEOUT_SECONDS
+
+
+def lines_timeout() -> float:
+    try:
+        return float(os.environ.get("CONTEXT_GOVERNANCE_LINES_TIMEOUT") or LINES_TIMEOUT_SECONDS)
+    except ValueError:
+        return LINES_TIMEOUT_SECONDS
+
+
+def send_lines(name: str, payload: dict, settings, *, err=sys.stderr, codex=False) -> dict:
+    """Send the lines the hook's transcript gained, within `lines_timeout()`."""
+    from context_governance_cli import transcript
+
+    path = payload.get("transcript_path")
+    deadline = time.monotonic() + lines_timeout()
+    result = transcript.send_new_lines(
+        settings, path if isinstance(path, str) else "", deadline,
+        harness="codex" if codex else "claude-code",
+    )  # fmt: skip
+    if result["error"] and not result["unreachable"]:
+        err.write(f"context-governance hook {name}: transcript lines refused: {result['error']}\n")
+    if os.environ.get("CONTEXT_GOVERNANCE_DEBUG"):
+        err.write(
+            f"hook {name}: transcript lines: {result['sent']:,} bytes sent, "
+            f"{result['left']:,} left {result['error']}\n"
+        )
+    return result
 
 
 def send(settings, events: list[dict]) -> dict:
@@ -156,7 +226,7 @@ def send(settings, events: list[dict]) -> dict:
     )  # fmt: skip
 
 
-def run(name: str, raw: bytes, *, err=sys.stderr, out=sys.stdout) -> int:
+def run(name: str, raw: bytes, *, err=sys.stderr, out=sys.stdout, codex: bool = False) -> int:
     """Send one hook event (and any spooled ones), print the answer for it; always 0."""
     try:
         payload = json.loads(raw)
@@ -169,14 +239,27 @@ def run(name: str, raw: bytes, *, err=sys.stderr, out=sys.stdout) -> int:
     if not settings.configured:
         err.write("context-governance: not logged in (run `context-governance login`)\n")
         return 0
-    event = build_event(name, payload)
+    event = build_event(name, payload, codex=codex)
+    # For PostCompact the lines go first: the compaction they hold is then there for the
+    # summary. A server that did not answer them will not answer the event either: spool it.
+    lines = None
+    if name == "post-compact":
+        lines = send_lines(name, payload, settings, err=err, codex=codex)
+    if lines and lines["unreachable"]:
+        kept = _spool([event])
+        where = f"kept in {spool_path()}" if kept else "the spool is full; dropped"
+        err.write(f"context-governance hook {name}: not sent ({lines['error']}); {where}\n")
+        return 0
     response = deliver(f"hook {name}", event, settings, err=err)
     answer = response.get("answer") if isinstance(response, dict) else None
     if isinstance(answer, dict) and answer.get("event_id") == event["event_id"]:
-        output = claude_output(name, answer)
+        output = codex_output(name, answer) if codex else claude_output(name, answer)
         if output:
             out.write(json.dumps(output) + "\n")
             out.flush()
+    if name != "post-compact" and response is not None:
+        # After the answer, which must not wait for them; not when the event itself failed.
+        send_lines(name, payload, settings, err=err, codex=codex)
     return 0
 
 
@@ -210,10 +293,10 @@ def deliver(label: str, event: dict, settings, *, err=sys.stderr) -> dict | None
     return response
 
 
-def main(name: str, stdin) -> int:
+def main(name: str, stdin, *, codex: bool = False) -> int:
     started = time.monotonic()
     try:
-        return run(name, stdin.read(MAX_STDIN_BYTES))
+        return run(name, stdin.read(MAX_STDIN_BYTES), codex=codex)
     except Exception as exc:  # a hook must never fail the harness
         sys.stderr.write(f"context-governance hook {name}: {type(exc).__name__}: {exc}\n")
         return 0

@@ -28,7 +28,7 @@ HOOKS = (
 HOOK_TIMEOUT_SECONDS = 5
 OUR_COMMAND = re.compile(
     r"context[-_]governance(?:\.exe)?[\"']?(?: -m context_governance_cli)? "
-    r"(?:hook (?:session-start|pre-compact|post-compact)|statusline)$"
+    r"(?:hook (?:--codex )?(?:session-start|pre-compact|post-compact)|statusline)$"
 )
 
 
@@ -106,7 +106,17 @@ class Change:
         return "".join(lines)
 
 
-def plan_install(path: Path, *, command: str, replace_statusline: bool = False) -> Change:
+def plan_install(
+    path: Path,
+    *,
+    command: str,
+    replace_statusline: bool = False,
+    hook: str = "hook",
+    statusline: bool = True,
+) -> Change:
+    """The hook groups (running `<command> <hook> <event>`) and, with `statusline`, the status
+    line. Codex's hooks.json has the same `hooks` object as Claude Code's settings.json (its
+    `HooksFile`), with `hook --codex` and no status line."""
     text, data = _load(path)
     new = copy.deepcopy(data)
     manifest = config.read_json(_manifest_path()).get(str(path))
@@ -133,13 +143,21 @@ def plan_install(path: Path, *, command: str, replace_statusline: bool = False) 
             "hooks": [
                 {
                     "type": "command",
-                    "command": f"{command} hook {name}",
+                    "command": f"{command} {hook} {name}",
                     "timeout": HOOK_TIMEOUT_SECONDS,
                 }
             ]
         }
         groups.append(group)
         record["added"].append({"event": event, "group": group})
+    if statusline:
+        notes += _plan_statusline(new, record, command=command, replace=replace_statusline)
+    after = _dump(new) if new != data or text is None else text
+    return Change(path=path, before=text, after=after, notes=notes, record=record)
+
+
+def _plan_statusline(new: dict, record: dict, *, command: str, replace: bool) -> list[str]:
+    """Set our statusLine in `new` unless another is kept; the notes to show."""
     wanted = {"type": "command", "command": f"{command} statusline", "padding": 0}
     current = new.get("statusLine")
     if current is None:
@@ -147,16 +165,15 @@ def plan_install(path: Path, *, command: str, replace_statusline: bool = False) 
         record["statusline"] = {"action": "added", "written": wanted}
     elif _is_ours(current):
         pass
-    elif replace_statusline:
+    elif replace:
         new["statusLine"] = wanted
         record["statusline"] = {"action": "replaced", "written": wanted, "previous": current}
     else:
-        notes.append(
+        return [
             "Kept your statusLine; add --replace-statusline to use context-governance's "
             "(uninstall-hooks puts yours back)."
-        )
-    after = _dump(new) if new != data or text is None else text
-    return Change(path=path, before=text, after=after, notes=notes, record=record)
+        ]
+    return []
 
 
 def _remove_ours(data: dict, record: dict | None) -> dict:

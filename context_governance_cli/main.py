@@ -39,7 +39,10 @@ def _parser():
     commands.add_parser("whoami", help="the server, workspace and where the token comes from")
     commands.add_parser("statusline", help="one status line from Claude Code's JSON on stdin")
 
-    hook = commands.add_parser("hook", help="send a Claude Code hook's payload (stdin)")
+    hook = commands.add_parser("hook", help="send a Claude Code or Codex hook's payload (stdin)")
+    hook.add_argument(
+        "--codex", action="store_true", help="Codex's hook (input and output in Codex's format)"
+    )
     hook.add_argument("event", choices=["session-start", "pre-compact", "post-compact"])
     notify = commands.add_parser(
         "codex-notify", help="record a Codex turn (Codex's `notify` program; JSON argument)"
@@ -146,56 +149,75 @@ def _whoami() -> int:
     return 0
 
 
-def _hooks(args, *, install: bool) -> int:
+def _plan(args, *, install: bool) -> list:
+    """The changes to make: Claude Code's settings.json; or, for Codex, the `notify` line in
+    config.toml and the lifecycle hooks in hooks.json."""
+    import shlex
+
     from context_governance_cli import install as installer
 
-    if args.codex:
-        from context_governance_cli import codex_install
-
-        if args.project or args.user:
-            print("--codex edits $CODEX_HOME/config.toml (default ~/.codex): --project and "
-                  "--user are for --claude.", file=sys.stderr)  # fmt: skip
-            return 2
-        path = codex_install.config_path()
-    else:
+    if not args.codex:
         path = installer.settings_path(user=args.user, project=args.project)
-    try:
-        if install and args.codex:
-            import shlex
+        if not install:
+            return [installer.plan_uninstall(path)]
+        command = args.program or installer.default_command()
+        return [
+            installer.plan_install(
+                path, command=command, replace_statusline=args.replace_statusline
+            )
+        ]
+    from context_governance_cli import codex_install
 
-            change = codex_install.plan_install(
-                path,
-                argv=[*shlex.split(args.program), "codex-notify"]
-                if args.program
-                else codex_install.default_argv(),
-                replace=args.replace_notify,
-            )
-        elif args.codex:
-            change = codex_install.plan_uninstall(path)
-        elif install:
-            change = installer.plan_install(
-                path,
-                command=args.program or installer.default_command(),
-                replace_statusline=args.replace_statusline,
-            )
-        else:
-            change = installer.plan_uninstall(path)
-    except installer.InstallError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+    config_path, hooks_path = codex_install.config_path(), codex_install.hooks_path()
+    if not install:
+        return [codex_install.plan_uninstall(config_path), installer.plan_uninstall(hooks_path)]
+    argv = shlex.split(args.program) if args.program else codex_install.default_argv()[:1]
+    return [
+        codex_install.plan_install(
+            config_path, argv=[*argv, "codex-notify"], replace=args.replace_notify
+        ),
+        installer.plan_install(
+            hooks_path, command=shlex.join(argv), hook="hook --codex", statusline=False
+        ),
+    ]
+
+
+def _apply(change, *, dry_run: bool, install: bool) -> None:
+    from context_governance_cli import install as installer
+
     for note in change.notes:
         print(note, file=sys.stderr)
     if not change.changed:
-        print(f"{path}: nothing to change.")
-        if not args.dry_run and not install:
+        print(f"{change.path}: nothing to change.")
+        if not dry_run and not install:
             installer.apply(change, install=False)
-        return 0
-    if args.dry_run:
-        sys.stdout.write(change.diff() or f"{path} would be removed.\n")
-        return 0
+        return
+    if dry_run:
+        sys.stdout.write(change.diff() or f"{change.path} would be removed.\n")
+        return
     installer.apply(change, install=install)
     verb = "Updated" if change.after is not None else "Removed"
-    print(f"{verb} {path}.")
+    print(f"{verb} {change.path}.")
+
+
+def _hooks(args, *, install: bool) -> int:
+    from context_governance_cli import install as installer
+
+    if args.codex and (args.project or args.user):
+        print("--codex edits $CODEX_HOME/config.toml and hooks.json (default ~/.codex): "
+              "--project and --user are for --claude.", file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        changes = _plan(args, install=install)
+    except installer.InstallError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for change in changes:
+        _apply(change, dry_run=args.dry_run, install=install)
+    if install and args.codex and not args.dry_run:
+        print("Codex runs a user's hooks only once they are trusted (it keeps each hook's "
+              "trusted hash in config.toml): review and trust the three hooks in Codex, or it "
+              "lists them as untrusted and does not run them.", file=sys.stderr)  # fmt: skip
     return 0
 
 
@@ -213,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "hook":
         from context_governance_cli import hooks
 
-        return hooks.main(args.event, sys.stdin.buffer)
+        return hooks.main(args.event, sys.stdin.buffer, codex=args.codex)
     if args.command == "login":
         return _login(args)
     if args.command == "logout":

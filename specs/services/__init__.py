@@ -9,6 +9,7 @@ from specs.services._common import SelfReviewRefused, SpecConflict, StaleBase
 from specs.services.packages import restart_package_create, text_blob_store
 from specs.services.specs import spec_create, spec_update
 from specs.services.survival import (
+    survival_audit_job_run,
     survival_audit_run,
     survival_audits_run,
     survival_verdict_correct,
@@ -39,6 +40,7 @@ __all__ = [
     "spec_version_reject",
     "spec_version_submit",
     "spec_version_update",
+    "survival_audit_job_run",
     "survival_audit_run",
     "survival_audits_run",
     "survival_verdict_correct",

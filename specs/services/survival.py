@@ -4,20 +4,18 @@ settled items, and people's corrections of a verdict (which a re-run never overw
 from __future__ import annotations
 
 import hashlib
-import logging
 from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
 from governance.errors import InputError
-from governance.services import audit_record
+from governance.models import Job
+from governance.services import JobReporter, audit_record, job_create, job_enqueue
 from specs.analysis import survival
 from specs.models import ItemStatus, SurvivalAudit, SurvivalVerdict
 from specs.selectors.survival import authoritative_version_of, spec_for_session
 from traces.models import Compaction
-
-logger = logging.getLogger(__name__)
 
 COMPUTED_FIELDS = ["position", "key", "kept", "score", "reason", "missing"]
 
@@ -88,15 +86,45 @@ def survival_audit_run(*, compaction: Compaction, actor=None) -> SurvivalAudit |
     return audit
 
 
-def survival_after_summary(*, compaction: Compaction, actor=None) -> SurvivalAudit | None:
-    """The hook's call once a summary is stored: the audit in a savepoint of its own, so a
-    failing audit is logged and never loses the hook event or the summary."""
-    try:
-        with transaction.atomic():
-            return survival_audit_run(compaction=compaction, actor=actor)
-    except Exception:
-        logger.exception("survival audit of compaction %s failed", compaction.pk)
+SURVIVAL_JOB_KIND = "survival_audit"
+
+
+def survival_after_summary(*, compaction: Compaction, actor=None) -> Job | None:
+    """The hook's call once a summary is stored: queue the audit as a job that runs after the
+    hook's transaction commits, so the audit never lengthens the hook's request (with no
+    broker, the in-process runner runs it after the commit). None when no specification
+    governs the session: there is nothing to audit."""
+    if spec_for_session(session=compaction.session) is None:
         return None
+    job = job_create(
+        workspace=compaction.workspace,
+        kind=SURVIVAL_JOB_KIND,
+        user=actor,
+        label=f"Survival audit of compaction {compaction.pk}",
+        params={"compaction": compaction.pk},
+        progress_total=1,
+    )
+    job_enqueue(job=job, task="specs.survival_audit")
+    return job
+
+
+def survival_audit_job_run(job: Job, reporter: JobReporter) -> None:
+    """The work of a survival-audit job: audit its compaction (idempotent: a second attempt
+    rewrites the computed verdicts and keeps every correction)."""
+    compaction = (
+        Compaction.objects.filter(workspace=job.workspace, pk=job.params.get("compaction"))
+        .select_related("session", "workspace")
+        .first()
+    )
+    if compaction is None:
+        raise InputError("the compaction was deleted before its summary could be audited")
+    audit = survival_audit_run(compaction=compaction, actor=job.created_by)
+    reporter.advance()
+    if audit is None:
+        reporter.set_counts(audited=0)
+        return
+    kept = audit.verdicts.filter(kept=True).count()
+    reporter.set_counts(audited=1, kept=kept, lost=audit.verdicts.count() - kept)
 
 
 @dataclass(frozen=True)

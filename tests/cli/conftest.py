@@ -156,6 +156,7 @@ def cli(tmp_path):
             # The shared test machine is slow; bench.cli measures the default timeouts.
             "CONTEXT_GOVERNANCE_TIMEOUT": "10",
             "CONTEXT_GOVERNANCE_HOOK_TIMEOUT": "10",
+            "CONTEXT_GOVERNANCE_LINES_TIMEOUT": "10",
             **(env or {}),
         }
         data = stdin.encode() if isinstance(stdin, str) else stdin

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.test import TestCase
 from statsmodels.stats.proportion import proportion_confint
 
-from governance.models import AuditEvent
+from governance.models import AuditEvent, Job
 from specs import services
 from specs.models import SurvivalAudit, SurvivalVerdict
 from specs.selectors.survival import spec_for_session, survival_by_trigger
@@ -61,6 +62,7 @@ def ingested_session(workspace, tmp_path, *, session="sess-1", triggers=("auto",
 
 
 def post_compact(api, summary=PLANTED_SUMMARY, *, session="sess-1", trigger="auto", n=1):
+    """Send a PostCompact through the API; its audit job runs once the request commits."""
     event = {
         "event_id": f"post-{session}-{n}",
         "event": "PostCompact",
@@ -70,9 +72,16 @@ def post_compact(api, summary=PLANTED_SUMMARY, *, session="sess-1", trigger="aut
             "compact_summary": summary,
         },
     }  # fmt: skip
-    answer = api.post("/api/v1/hooks/", {"events": [event]}, format="json")
+    with TestCase.captureOnCommitCallbacks(execute=True) as queued:
+        answer = api.post("/api/v1/hooks/", {"events": [event]}, format="json")
     assert answer.status_code == 201, answer.json()
-    return answer.json()
+    body = answer.json()
+    # The audit left the request: a job, queued after the commit, one per stored summary of a
+    # governed session.
+    jobs = Job.objects.filter(kind="survival_audit").order_by("-pk")
+    if body["summaries_stored"] and jobs.exists():
+        assert len(queued) == 1 and jobs[0].status == "succeeded", jobs[0].errors
+    return body
 
 
 @pytest.fixture
@@ -100,6 +109,13 @@ def test_the_hook_audits_the_planted_summary(planted, members):
     assert verdicts["limit.operating"].missing == ["number 115000"]
     assert verdicts["ui.theme"].reason == "0 of 8 words found (0%), below 60%"
     assert [v.position for v in verdicts.values()] == list(range(5))
+    job = Job.objects.get(kind="survival_audit")  # run after the hook's request committed
+    assert (job.status, job.params, job.counts) == (
+        "succeeded",
+        {"compaction": compaction.pk},
+        {"audited": 1, "kept": 3, "lost": 2},
+    )
+    assert job.created_by == members["editor"]
     audit = SurvivalAudit.objects.get(compaction=compaction)
     assert (audit.spec_version, audit.method, audit.threshold) == (version, "survival@1", 0.6)
     event = AuditEvent.objects.get(action="survival_audit.run")
@@ -287,6 +303,7 @@ def test_sessions_without_a_governing_spec_are_not_audited(
     session = ingested_session(workspace, tmp_path)
     post_compact(api_for("editor"))
     assert not SurvivalAudit.objects.exists()
+    assert not Job.objects.filter(kind="survival_audit").exists()  # nothing to audit: no job
     html = client_for("editor").get(f"/w/team-a/traces/sessions/{session.pk}/").content.decode()
     assert "No specification governs this project" in html
     assert "/work/project" in html

@@ -180,6 +180,66 @@ class HookBatchResponseSerializer(HookBatchResultSerializer):
     answer = HookAnswerSerializer(help_text="What the harness should be told for the last event.")
 
 
+class TranscriptLinesInputSerializer(serializers.Serializer):
+    path = serializers.CharField(
+        max_length=990,
+        help_text="The transcript's path on the client (the hook's `transcript_path`): it names "
+        "the stream of lines.",
+    )
+    harness = serializers.ChoiceField(
+        choices=[Harness.CLAUDE_CODE, Harness.CODEX],
+        default=Harness.CLAUDE_CODE,
+        help_text="`claude-code` (a session transcript) or `codex` (a rollout file).",
+    )
+    offset = serializers.IntegerField(
+        min_value=0, help_text="The byte of the transcript where `data` starts; 0 starts again."
+    )
+    end = serializers.IntegerField(
+        min_value=0,
+        required=False,
+        help_text="The byte where the chunk ends (default: offset + the bytes of data). Larger "
+        "when a line too long to send was left out.",
+    )
+    data = serializers.CharField(
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="The bytes, base64: whole lines, ending in a newline.",
+    )
+    restart = serializers.BooleanField(
+        default=False,
+        help_text="With offset 0: the client found the file truncated or replaced, so the "
+        "server reads it again from the start even if its first bytes are the same.",
+    )
+    head_size = serializers.IntegerField(min_value=0, max_value=64 * 1024)
+    head_sha256 = serializers.RegexField(
+        r"^[0-9a-f]{64}$",
+        help_text="sha256 of the transcript's first `head_size` bytes (at most 64 KiB).",
+    )
+
+    def validate(self, attrs):
+        import base64
+        import binascii
+
+        try:
+            attrs["data"] = base64.b64decode(attrs["data"], validate=True)
+        except (binascii.Error, ValueError):
+            raise serializers.ValidationError({"data": "Not valid base64."}) from None
+        attrs.setdefault("end", attrs["offset"] + len(attrs["data"]))
+        return attrs
+
+
+class TranscriptLinesResultSerializer(serializers.Serializer):
+    offset = serializers.IntegerField(
+        help_text="The bytes of the transcript now ingested: where the next chunk starts."
+    )
+    lines = serializers.IntegerField()
+    calls = serializers.IntegerField(help_text="New calls (a line resent adds none).")
+    compactions = serializers.IntegerField()
+    duplicates_dropped = serializers.IntegerField()
+    malformed_lines = serializers.IntegerField()
+    errors = serializers.ListField(child=serializers.DictField())
+
+
 class HookPolicySerializer(serializers.Serializer):
     pre_compact_action = serializers.ChoiceField(
         choices=PreCompactAction.choices,

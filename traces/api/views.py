@@ -26,6 +26,7 @@ from traces.services import (
     hook_policy_update,
     telemetry_policy_update,
     trace_uploads_receive,
+    transcript_lines_receive,
 )
 
 
@@ -252,6 +253,32 @@ class HookEventViewSet(viewsets.GenericViewSet):
         return Response(
             serializers.HookBatchResponseSerializer(body).data, status=status.HTTP_201_CREATED
         )
+
+    @extend_schema(
+        request=serializers.TranscriptLinesInputSerializer,
+        responses={200: serializers.TranscriptLinesResultSerializer},
+        summary="Send the lines a transcript gained",
+        description=(
+            "What `context-governance hook …` sends besides the event: the whole lines the "
+            "hook's transcript gained since the last send (base64 in `data`), from byte "
+            "`offset`. They are ingested into their session as an upload's are: every call is "
+            "keyed by its natural key, so lines sent again add nothing. The answer's `offset` "
+            "is where the next chunk starts. A chunk that does not start where the server "
+            "stands is a 409 whose body holds the server's `offset`, `head_size` and "
+            "`head_sha256` (the fingerprint of the file's first bytes): the client goes on from "
+            "there when its file begins with those bytes, else it sends from 0, which starts "
+            "the transcript again. At most 6 MiB of lines per request. The session's totals are "
+            "derived a moment later (as for OTLP), not in this request."
+        ),
+    )
+    @action(detail=False, methods=["post"], url_path="lines")
+    def lines(self, request):
+        payload = serializers.TranscriptLinesInputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        result = transcript_lines_receive(
+            workspace=request.workspace, actor=request.user, **payload.validated_data
+        )
+        return Response(serializers.TranscriptLinesResultSerializer(result).data)
 
     @extend_schema(
         methods=["get"],

@@ -31,6 +31,7 @@ from traces.services.derivation import (
     sessions_derive,
     sessions_derive_run,
 )
+from traces.services.hook_lines import LinesResult, transcript_lines_receive
 from traces.services.hook_policy import hook_policy_for, hook_policy_update
 from traces.services.hooks import HookBatchResult, hook_events_record
 from traces.services.ingestion import (
@@ -99,6 +100,7 @@ __all__ = [
     "TRACE_TABLES",
     "TRANSCRIPT_SUFFIXES",
     "HookBatchResult",
+    "LinesResult",
     "UploadTooLarge",
     "_Ingestion",
     "_MovableTempFile",
@@ -150,4 +152,5 @@ __all__ = [
     "telemetry_policy_update",
     "trace_ingest_job_run",
     "trace_uploads_receive",
+    "transcript_lines_receive",
 ]
