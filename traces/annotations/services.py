@@ -1,7 +1,7 @@
 """Writes for annotations: marks, replacements, final marks, queues and their assignment.
 
-Every change is atomic and audited. Bad input raises Django's ValidationError with the field
-that is wrong (the API answers 400 with it; pages show it on the field).
+Every change is atomic and audited. Bad input raises `InputError` naming the field that is
+wrong (the API answers 400 with it; pages show it on the field); a missing role `Forbidden`.
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.text import Truncator
 
+from governance.errors import Forbidden, InputError
 from governance.models import Membership, Role, Workspace
-from governance.services import audit_record
+from governance.services import audit_record, full_clean
 from traces.annotations.analysis.classes import CONFIDENCES, FAILURE_CLASSES, OTHER
 from traces.annotations.models import (
     AnnotationQueue,
@@ -47,7 +47,7 @@ def _role(workspace: Workspace, user) -> int:
 
 def _require_role(workspace: Workspace, user, role: int, what: str) -> None:
     if _role(workspace, user) < role:
-        raise PermissionDenied(f"{what} needs the {Role(role).label} role in {workspace.slug}.")
+        raise Forbidden(f"{what} needs the {Role(role).label} role in {workspace.slug}.")
 
 
 def other_text_from_note(note: str) -> str:
@@ -85,7 +85,7 @@ def _clean_fields(
     if len(note or "") > MAX_NOTE:
         errors["note"] = f"At most {MAX_NOTE:,} characters."
     if errors:
-        raise ValidationError(errors)
+        raise InputError.for_fields(errors)
     return other_text, (note or "").strip()
 
 
@@ -93,23 +93,23 @@ def locate_call(
     *, session: Session, call_index: int, agent: Agent | None = None, run: Run | None = None
 ) -> tuple[dict, Run]:
     """The call at `call_index` of the session and the run that contains it, or a
-    ValidationError on `call_index` that says why not."""
+    InputError on `call_index` that says why not."""
     if not isinstance(call_index, int) or isinstance(call_index, bool) or call_index < 0:
-        raise ValidationError({"call_index": "A call index is a whole number, 0 or more."})
+        raise InputError.for_fields({"call_index": "A call index is a whole number, 0 or more."})
     call = (
         Call.objects.filter(session=session, session_index=call_index)
         .values("agent_id", "agent_index", "context_tokens", "model")
         .first()
     )
     if call is None:
-        raise ValidationError(
+        raise InputError.for_fields(
             {
                 "call_index": f"Call {call_index} is outside session {session.pk}, which has "
                 f"calls 0–{max(session.call_count - 1, 0)}."
             }
         )
     if agent is not None and call["agent_id"] != agent.pk:
-        raise ValidationError(
+        raise InputError.for_fields(
             {
                 "call_index": f"Call {call_index} belongs to another agent of the session, "
                 f"not to agent {agent.pk}."
@@ -121,9 +121,9 @@ def locate_call(
         last_call_index__gte=call_index,
     ).first()
     if found is None:
-        raise ValidationError({"call_index": f"Call {call_index} is in no derived run."})
+        raise InputError.for_fields({"call_index": f"Call {call_index} is in no derived run."})
     if run is not None and found.pk != run.pk:
-        raise ValidationError(
+        raise InputError.for_fields(
             {
                 "call_index": f"Call {call_index} is outside run {run.pk}, which spans calls "
                 f"{run.first_call_index}–{run.last_call_index}."
@@ -136,18 +136,18 @@ def _clean_evidence(*, session: Session, call_index: int | None, evidence: Itera
     values = []
     for value in evidence or ():
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValidationError(
+            raise InputError.for_fields(
                 {"evidence_call_indexes": f"'{value}' is not a call index (a whole number ≥ 0)."}
             )
         values.append(value)
     values = sorted(set(values))
     if len(values) > MAX_EVIDENCE:
-        raise ValidationError(
+        raise InputError.for_fields(
             {"evidence_call_indexes": f"At most {MAX_EVIDENCE} evidence steps per mark."}
         )
     later = [v for v in values if call_index is not None and v >= call_index]
     if later:
-        raise ValidationError(
+        raise InputError.for_fields(
             {
                 "evidence_call_indexes": f"Evidence must come before the divergence at call "
                 f"{call_index}; {', '.join(map(str, later))} do not."
@@ -161,7 +161,7 @@ def _clean_evidence(*, session: Session, call_index: int | None, evidence: Itera
         )
         missing = [v for v in values if v not in present]
         if missing:
-            raise ValidationError(
+            raise InputError.for_fields(
                 {
                     "evidence_call_indexes": f"Calls {', '.join(map(str, missing))} are outside "
                     f"session {session.pk}."
@@ -191,8 +191,8 @@ def _mark_input(
     def attempt(name, check):
         try:
             cleaned[name] = check()
-        except ValidationError as exc:
-            for field, messages in exc.message_dict.items():
+        except InputError as exc:
+            for field, messages in exc.field_errors.items():
                 errors.setdefault(field, []).extend(messages)
 
     attempt(
@@ -266,7 +266,7 @@ def divergence_mark(
         evidence=evidence_call_indexes, agent=agent, run=run,
     )  # fmt: skip
     if errors:
-        raise ValidationError(errors)
+        raise InputError.for_fields(errors)
     other_text, note = cleaned["fields"]
     call, target = cleaned["located"]
     evidence = cleaned["evidence"]
@@ -304,7 +304,7 @@ def divergence_mark(
             replaces=current,
             **values,
         )
-        mark.full_clean(exclude=["replaces", "based_on"])
+        full_clean(mark, exclude=["replaces", "based_on"])
         mark.save()
         mark.unchanged = False
         audit_record(
@@ -349,13 +349,15 @@ def divergence_adjudicate(
     _require_role(workspace, adjudicator, ADJUDICATE_ROLE, "Adjudicating")
     if adopt is not None:
         if adopt.run_id != run.pk or adopt.kind != MarkKind.MARK or not adopt.is_current:
-            raise ValidationError({"adopt": "Adopt a current annotator's mark on this run."})
+            raise InputError.for_fields({"adopt": "Adopt a current annotator's mark on this run."})
         call_index = adopt.call_index
         failure_class, confidence = adopt.failure_class, adopt.confidence
         other_text, evidence_call_indexes = adopt.other_text, adopt.evidence_call_indexes
         note = note or adopt.note
     if call_index is None:
-        raise ValidationError({"call_index": "Give the step of the final mark, or adopt a mark."})
+        raise InputError.for_fields(
+            {"call_index": "Give the step of the final mark, or adopt a mark."}
+        )
     other_text, note = _clean_fields(
         failure_class=failure_class, confidence=confidence, other_text=other_text, note=note
     )
@@ -455,7 +457,7 @@ def queue_build(
     if not ids and "sample_size" not in errors:
         errors["criteria"] = "No run matches this filter; widen it."
     if errors:
-        raise ValidationError(errors)
+        raise InputError.for_fields(errors)
     if seed is None:
         seed = random.SystemRandom().randrange(1, 2**31)
     chosen = random.Random(seed).sample(ids, min(sample_size, len(ids)))
@@ -507,12 +509,12 @@ def queue_next(*, queue: AnnotationQueue, user) -> QueueSlot | None:
     counted as done at once.
     """
     if queue.status != QueueStatus.OPEN:
-        raise ValidationError({"queue": "This queue is closed."})
+        raise InputError.for_fields({"queue": "This queue is closed."})
     for _attempt in range(50):
         with transaction.atomic():
             member = QueueAnnotator.objects.select_for_update().filter(queue=queue, user=user)
             if member.first() is None:
-                raise PermissionDenied("You are not an annotator of this queue.")
+                raise Forbidden("You are not an annotator of this queue.")
             open_slot = (
                 QueueSlot.objects.filter(item__queue=queue, annotator=user, finished_at=None)
                 .select_related("item__run")
@@ -566,7 +568,7 @@ def _open_slot_for(*, queue: AnnotationQueue, user, run_id: int | None = None) -
         slots = slots.filter(item__run_id=run_id)
     slot = slots.select_related("item").first()
     if slot is None:
-        raise ValidationError({"run": "You have no open run in this queue."})
+        raise InputError.for_fields({"run": "You have no open run in this queue."})
     return slot
 
 
@@ -577,7 +579,7 @@ def queue_no_divergence(*, queue: AnnotationQueue, user, run_id: int | None = No
         if Divergence.objects.filter(
             run_id=slot.item.run_id, annotator=user, kind=MarkKind.MARK, replaced_at=None
         ).exists():
-            raise ValidationError(
+            raise InputError.for_fields(
                 {"outcome": "You have marked a divergence on this run; it is already done."}
             )
         slot.finished_at = timezone.now()
@@ -618,7 +620,7 @@ def queue_skip(
 def queue_set_status(*, queue: AnnotationQueue, actor, status: str) -> AnnotationQueue:
     _require_role(queue.workspace, actor, QUEUE_BUILD_ROLE, "Closing or reopening a queue")
     if status not in QueueStatus.values:
-        raise ValidationError({"status": f"Use one of: {', '.join(QueueStatus.values)}."})
+        raise InputError.for_fields({"status": f"Use one of: {', '.join(QueueStatus.values)}."})
     with transaction.atomic():
         queue.status = status
         queue.save(update_fields=["status"])

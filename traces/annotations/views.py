@@ -7,13 +7,13 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from governance.errors import InputError
 from governance.htmx import htmx_partial, render_region
 from governance.models import Role
 from governance.views import WorkspaceListView, WorkspaceTemplateView
@@ -142,8 +142,8 @@ def save_mark(request, form, *, session, agent=None, run=None):
             evidence_call_indexes=data["evidence"],
             note=data["note"],
         )
-    except ValidationError as exc:
-        _add_errors(form, exc.message_dict)
+    except InputError as exc:
+        _add_errors(form, exc.field_errors)
         return None
     if mark.unchanged:
         messages.info(request, f"Your mark at call {mark.call_index} is unchanged.")
@@ -468,8 +468,8 @@ class AdjudicateView(WorkspaceTemplateView):
                         evidence_call_indexes=data.get("evidence") or [],
                         note=data.get("note") or "",
                     )
-                except ValidationError as exc:
-                    for field, errors in exc.message_dict.items():
+                except InputError as exc:
+                    for field, errors in exc.field_errors.items():
                         target = {"evidence_call_indexes": "evidence"}.get(field, field)
                         form.add_error(target if target in form.fields else None, errors)
                 else:
@@ -558,8 +558,8 @@ class QueueListView(WorkspaceTemplateView):
                     agreement_window=data["agreement_window"],
                     seed=data.get("seed"),
                 )
-            except ValidationError as exc:
-                for field, errors in exc.message_dict.items():
+            except InputError as exc:
+                for field, errors in exc.field_errors.items():
                     form.add_error(field if field in form.fields else None, errors)
             else:
                 messages.success(
@@ -616,8 +616,8 @@ class QueueNextView(WorkspaceTemplateView):
 def _go_next(view, request, queue: AnnotationQueue):
     try:
         slot = services.queue_next(queue=queue, user=request.user)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
+    except InputError as exc:
+        messages.error(request, exc.message)
         return redirect(view.wreverse("annotations:queue_detail", queue.pk))
     if slot is None:
         messages.info(request, "Nothing left for you in this queue. Thank you!")
@@ -652,8 +652,8 @@ class QueueFinishView(WorkspaceTemplateView):
             else:
                 messages.error(request, "Choose no divergence or skip.")
                 return redirect(self.wreverse("annotations:queue_detail", queue.pk))
-        except ValidationError as exc:
-            messages.error(request, " ".join(exc.messages))
+        except InputError as exc:
+            messages.error(request, exc.message)
             return redirect(self.wreverse("annotations:queue_detail", queue.pk))
         return _go_next(self, request, queue)
 
@@ -667,8 +667,8 @@ class QueueStatusView(WorkspaceTemplateView):
         status = request.POST.get("status", "")
         try:
             services.queue_set_status(queue=queue, actor=request.user, status=status)
-        except ValidationError as exc:
-            messages.error(request, " ".join(exc.messages))
+        except InputError as exc:
+            messages.error(request, exc.message)
         else:
             messages.success(
                 request, "Queue closed." if status == QueueStatus.CLOSED else "Queue reopened."
