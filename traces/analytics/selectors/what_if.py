@@ -51,27 +51,31 @@ def cycle_disruption(
             "phrase_list_version": section.get("phrase_list_version"),
             "stale": stored.data_version != workspace.data_version,
         }
-    baseline = ((section or {}).get("baseline") or {}).get("correction") or {}
-    if section and section.get("elevated_until_step") == 0:
-        why = (
-            "steps 1–5 already overlap the baseline, but at this n the ratio of steps 1–5 to "
-            f"the baseline cannot rule out the seed's {SEED_FIRST5_RATIO}× elevation: the data "
-            "cannot tell how long a disruption lasts"
-        )
-    elif section and baseline.get("ci") is None:
-        why = "too few operator messages in steps 60–150 to measure a baseline"
-    elif section:
-        why = (
-            "the measured correction rate had not come back to its baseline before the "
-            "baseline window (steps 60–150) begins, so the workspace gives no end to it"
-        )
-    else:
-        why = "the behaviour after compaction has not been computed for these filters"
+    why = _why_no_measured_disruption(section)
     return {
         "steps": DEFAULT_DISRUPTION_STEPS,
         "source": "default",
         "label": f"default {DEFAULT_DISRUPTION_STEPS} (seed 001 §7.3): {why}",
     }
+
+
+def _why_no_measured_disruption(section: dict | None) -> str:
+    """Why the cached behaviour-after-compaction section gives no disruption length."""
+    if not section:
+        return "the behaviour after compaction has not been computed for these filters"
+    baseline = (section.get("baseline") or {}).get("correction") or {}
+    if section.get("elevated_until_step") == 0:
+        return (
+            "steps 1–5 already overlap the baseline, but at this n the ratio of steps 1–5 to "
+            f"the baseline cannot rule out the seed's {SEED_FIRST5_RATIO}× elevation: the data "
+            "cannot tell how long a disruption lasts"
+        )
+    if baseline.get("ci") is None:
+        return "too few operator messages in steps 60–150 to measure a baseline"
+    return (
+        "the measured correction rate had not come back to its baseline before the "
+        "baseline window (steps 60–150) begins, so the workspace gives no end to it"
+    )
 
 
 def _zero_is_unsure(section: dict) -> bool:
