@@ -124,15 +124,9 @@ class QueueAgreement:
     rows: list[dict]  # per item: run, ratings, agreement
 
 
-def queue_agreement(*, queue: AnnotationQueue, window: int | None = None) -> QueueAgreement:
-    """Ratings per item from finished places: the annotator's current mark class (and step) on
-    the run, or "none" for no divergence."""
-    window = queue.agreement_window if window is None else window
-    items = list(
-        QueueItem.objects.filter(queue=queue)
-        .select_related("run__session", "run__agent")
-        .order_by("position")
-    )
+def _ratings_by_item(*, queue: AnnotationQueue, items: list[QueueItem]) -> dict[int, list[Rating]]:
+    """Each item's ratings from its finished places: the annotator's current mark class (and
+    step) when the place ended with a mark, else "none" for no divergence."""
     finished = list(
         QueueSlot.objects.filter(item__queue=queue, finished_at__isnull=False)
         .exclude(annotator=None)
@@ -154,6 +148,32 @@ def queue_agreement(*, queue: AnnotationQueue, window: int | None = None) -> Que
         else:
             rating = Rating(who, None, NO_DIVERGENCE)
         by_item.setdefault(item_id, []).append(rating)
+    return by_item
+
+
+def _agreement_row(item: QueueItem, ratings: list[Rating], *, names: dict, window: int) -> dict:
+    """One item's row: its ratings, named, and their agreement when it has two or more."""
+    return {
+        "item": item,
+        "ratings": ratings,
+        "named": [
+            {"who": names.get(r.rater, "?"), "step": r.step, "label": class_label(r.category)}
+            for r in ratings
+        ],
+        "agreement": run_agreement(ratings, window=window) if len(ratings) >= 2 else None,
+    }
+
+
+def queue_agreement(*, queue: AnnotationQueue, window: int | None = None) -> QueueAgreement:
+    """Ratings per item from finished places: the annotator's current mark class (and step) on
+    the run, or "none" for no divergence."""
+    window = queue.agreement_window if window is None else window
+    items = list(
+        QueueItem.objects.filter(queue=queue)
+        .select_related("run__session", "run__agent")
+        .order_by("position")
+    )
+    by_item = _ratings_by_item(queue=queue, items=items)
     complete = [r for r in by_item.values() if len(r) >= 2]
     kappa = kappa_for_items(
         [{r.rater: r.category for r in ratings} for ratings in by_item.values()],
@@ -161,24 +181,9 @@ def queue_agreement(*, queue: AnnotationQueue, window: int | None = None) -> Que
     )
     steps = step_agreement(complete, window=window)
     names = dict(queue.members.values_list("user_id", "user__username"))
-    rows = []
-    for item in items:
-        ratings = by_item.get(item.pk, [])
-        rows.append(
-            {
-                "item": item,
-                "ratings": ratings,
-                "named": [
-                    {
-                        "who": names.get(r.rater, "?"),
-                        "step": r.step,
-                        "label": class_label(r.category),
-                    }
-                    for r in ratings
-                ],
-                "agreement": run_agreement(ratings, window=window) if len(ratings) >= 2 else None,
-            }
-        )
+    rows = [
+        _agreement_row(item, by_item.get(item.pk, []), names=names, window=window) for item in items
+    ]
     return QueueAgreement(kappa, steps, rows)
 
 
