@@ -14,11 +14,7 @@ from traces.filters import text_contains
 from traces.models import Call, Session, StartKind
 
 JOB_KIND = "trace_analytics"
-
-
 FILTER_FIELDS = ("started_after", "started_before", "harness", "model", "project", "task_type")
-
-
 # upper_from: seed 001 §4.2 measures D "above 200k", where growth per step is stable.
 PARAMETER_DEFAULTS = {"band": 25_000, "upper_from": 200_000, "fork_bound": 100_000, "window": 25}
 

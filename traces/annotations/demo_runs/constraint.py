@@ -41,7 +41,6 @@ _GREP_SOURCES = {
     ],
 }  # fmt: skip
 
-
 # What a repository-wide `grep -n refund` returns: every file above, each line many times
 # (handlers, tests and fixtures repeat them).
 REFUND_GREP = "\n".join(
@@ -50,7 +49,6 @@ REFUND_GREP = "\n".join(
     for path, lines in _GREP_SOURCES.items()
     for number, line in enumerate(lines)
 )
-
 
 REFUND_MODELS = """from dataclasses import dataclass
 from decimal import Decimal
@@ -77,7 +75,6 @@ class RefundRequest:
         )
         return cls(**row)"""
 
-
 RECONCILIATION = '''"""Daily refund reconciliation: what checkout asked for against what payments paid out."""
 
 from checkout.db import query
@@ -95,7 +92,6 @@ COLUMNS = ["id", "order_id", "amount", "currency", "paid_at", "status"]
 def rows(day):
     return query(SQL, {"day": day})'''
 
-
 PAYMENTS_VIEW = """-- Owned by the payments team. Changes go through payments-schema review (#payments-db).
 CREATE OR REPLACE VIEW payments.refund_reconciliation AS
 SELECT r.id,
@@ -106,7 +102,6 @@ SELECT r.id,
        r.status
 FROM payments.refunds AS r
 WHERE r.status IN ('paid', 'failed');"""
-
 
 COMPACT_SUMMARY = """This session is being continued from a previous conversation that ran out of context. The conversation is summarized below:
 

@@ -6,7 +6,6 @@ from traces.annotations.demo_runs.transcript import DemoRun, _numbered, _start
 
 DUE_TEST = "pytest tests/test_invoices.py::test_due_date_end_of_month -q"
 
-
 DUE_FAILURE = """F                                                                        [100%]
 =================================== FAILURES ===================================
 __________________________ test_due_date_end_of_month __________________________
@@ -21,7 +20,6 @@ tests/test_invoices.py:88: AssertionError
 =========================== short test summary info ============================
 FAILED tests/test_invoices.py::test_due_date_end_of_month - AssertionError: assert datetime.date(2026, 3, 3) == datetime.date(2026, 3, 2)
 1 failed in 0.41s"""
-
 
 INVOICES = """from dataclasses import dataclass
 from datetime import date, timedelta

@@ -14,7 +14,6 @@ def compute_tax(amount: Decimal, region: str) -> Decimal:
     rate = RATES[region]
     return (amount * rate).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)'''
 
-
 TAX_AFTER = '''from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -25,7 +24,6 @@ def tax_for(line_amount: Decimal, *, region: str, on: date) -> Decimal:
     """Tax on one invoice line for `region` at the rate in force `on` that day."""
     rate = rate_for(region, on)
     return (line_amount * rate).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)'''
-
 
 INVOICE_LINES = """from dataclasses import dataclass
 from decimal import Decimal

@@ -10,11 +10,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 
 MODEL = "claude-sonnet-4-5"
-
-
 VERSION = "2.1.80"
-
-
 SYSTEM_TOKENS = 15_400  # system prompt, tool schemas and CLAUDE.md: cached before the first call
 
 

@@ -26,17 +26,9 @@ from traces.annotations.models import (
 from traces.models import Agent, Call, Run, Session
 
 ANNOTATE_ROLE = Role.EDITOR
-
-
 ADJUDICATE_ROLE = Role.ADMIN
-
-
 MAX_EVIDENCE = 50
-
-
 MAX_NOTE = 5000
-
-
 MAX_OTHER_TEXT = 500
 
 
