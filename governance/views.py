@@ -60,12 +60,10 @@ class WorkspaceMixin:
 
         After a write the page is shown again as a GET shows it, with the message as an error
         flash and the error's status (a GET that redirects stays a redirect: the flash shows on
-        the next page). A read that fails, or a write to a view without a page (POST only),
-        shows the message on its own page. A view whose
+        the next page). A read that fails shows the message on its own page. A view whose
         error is content (a tombstone) overrides this.
         """
-        shows_page = hasattr(self, "get") and "get" in self.http_method_names
-        if request.method not in SAFE_METHODS and shows_page:
+        if request.method not in SAFE_METHODS and hasattr(self, "get"):
             messages.error(request, exc.message)
             response = self.get(request, *args, **kwargs)
             if not 300 <= response.status_code < 400:

@@ -14,13 +14,18 @@ from traces.analytics.selectors.jobs import failed_on, failure_reason, latest_jo
 from traces.analytics.selectors.loading import (
     CALL_COLUMNS,
     COPY_BLOCK_BYTES,
-    SEED_FIRST5_RATIO,
     AnalyticsData,
     _call_level,
     _runs_for_calls,
     load,
 )
-from traces.analytics.selectors.what_if import WhatIf, cycle_disruption, what_if, what_if_scenarios
+from traces.analytics.selectors.what_if import (
+    SEED_FIRST5_RATIO,
+    WhatIf,
+    cycle_disruption,
+    what_if,
+    what_if_scenarios,
+)
 
 __all__ = [
     "CALL_COLUMNS",

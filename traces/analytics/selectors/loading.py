@@ -356,6 +356,3 @@ def _touches(
         path=pd.factorize(touches["path"])[0].astype(np.int64),
         position=touches["position"],
     )
-
-
-SEED_FIRST5_RATIO = 2.37  # seed 001 §7.2: 41.9% against 17.7% in steps 1–5

@@ -1,11 +1,15 @@
-"""Helpers shared by the annotation pages: parameters read from the request, labels, links."""
+"""What the annotation pages share: parameters read from the request, labels, links, and
+the base of the POST-only actions."""
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 
+from governance.errors import DomainError
+from governance.views import WorkspaceTemplateView
 from traces.annotations.analysis.classes import restart_indicators
 from traces.models import AgentKind
 
@@ -40,3 +44,14 @@ def restart_url(workspace, session, failure_class: str | None) -> str | None:
     if indicators:
         params["indicators"] = ",".join(indicators)
     return f"{base}?{urlencode(params, safe=',')}"
+
+
+class PostOnlyView(WorkspaceTemplateView):
+    """An action that only takes POST. It has no page to show again, so a domain error it
+    does not turn into a flash itself (a service's `Forbidden`) shows on its own page, with
+    its status."""
+
+    http_method_names = ["post"]
+
+    def domain_error_response(self, request, exc: DomainError, *args, **kwargs):
+        return render(request, "domain_error.html", {"error": exc}, status=exc.status)

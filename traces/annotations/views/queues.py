@@ -19,7 +19,7 @@ from traces.annotations.models import (
     QueueAnnotator,
     QueueStatus,
 )
-from traces.annotations.views.common import _int, _window_param
+from traces.annotations.views.common import PostOnlyView, _int, _window_param
 from traces.models import Run
 
 
@@ -140,7 +140,7 @@ class QueueDetailView(WorkspaceTemplateView):
         )
 
 
-class QueueNextView(WorkspaceTemplateView):
+class QueueNextView(PostOnlyView):
     """POST: take your next run (or your open one) and open it in the viewer."""
 
     write_role = services.ANNOTATE_ROLE
@@ -165,7 +165,7 @@ def _go_next(view, request, queue: AnnotationQueue):
     return redirect(f"{url}?queue={queue.pk}")
 
 
-class QueueFinishView(WorkspaceTemplateView):
+class QueueFinishView(PostOnlyView):
     """POST: finish your open run with "no divergence", or skip it; then take the next."""
 
     write_role = services.ANNOTATE_ROLE
@@ -196,7 +196,7 @@ class QueueFinishView(WorkspaceTemplateView):
         return _go_next(self, request, queue)
 
 
-class QueueStatusView(WorkspaceTemplateView):
+class QueueStatusView(PostOnlyView):
     write_role = services.QUEUE_BUILD_ROLE
     http_method_names = ["post"]
 
