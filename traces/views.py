@@ -73,34 +73,8 @@ class SessionDetailView(WorkspaceTemplateView):
         cost, agent_costs = pricing_selectors.session_and_agents_costs(session=session)
         for agent in agents:
             agent.cost = agent_costs.get(agent.pk)
-        labels = {
-            a.pk: ("main" if a.kind == AgentKind.MAIN else a.description or a.external_id[:12])
-            for a in agents
-        }
-        timeline = selectors.session_timeline(session=session)
-        series = [
-            AgentSeries(
-                label=labels.get(agent_pk, str(agent_pk)),
-                is_main=next((a.kind == AgentKind.MAIN for a in agents if a.pk == agent_pk), False),
-                index=columns["index"],
-                context=columns["context"],
-            )
-            for agent_pk, columns in timeline.items()
-        ]
         compactions = list(selectors.session_compactions(session=session))
-        marks = [
-            CompactionMark(
-                c.after_call_index
-                if c.after_call_index is not None
-                else (c.before_call_index or 0),
-                c.pre_tokens,
-                c.post_tokens,
-                c.trigger,
-            )
-            for c in compactions
-            if c.kind == "full"
-        ]
-        figure, downsampled = context_timeline(series, marks)
+        figure, downsampled = self._timeline(session, agents, compactions)
         runs = list(selectors.session_runs(session=session))
         shown = request.GET.get("all")
         context.update(
@@ -119,6 +93,38 @@ class SessionDetailView(WorkspaceTemplateView):
             sources=_sources_context(selectors.session_reconciliation(session=session, limit=50)),
         )
         return render(request, self.template_name, context)
+
+    @staticmethod
+    def _timeline(session, agents: list, compactions: list):
+        """The context timeline: one series per agent, full compactions marked; and whether
+        it was downsampled."""
+        labels = {
+            a.pk: ("main" if a.kind == AgentKind.MAIN else a.description or a.external_id[:12])
+            for a in agents
+        }
+        main = {a.pk for a in agents if a.kind == AgentKind.MAIN}
+        series = [
+            AgentSeries(
+                label=labels.get(agent_pk, str(agent_pk)),
+                is_main=agent_pk in main,
+                index=columns["index"],
+                context=columns["context"],
+            )
+            for agent_pk, columns in selectors.session_timeline(session=session).items()
+        ]
+        marks = [
+            CompactionMark(
+                c.after_call_index
+                if c.after_call_index is not None
+                else (c.before_call_index or 0),
+                c.pre_tokens,
+                c.post_tokens,
+                c.trigger,
+            )
+            for c in compactions
+            if c.kind == "full"
+        ]
+        return context_timeline(series, marks)
 
 
 class UploadView(WorkspaceTemplateView):

@@ -115,12 +115,12 @@ def test_columns_streamed_in_many_blocks_equal_one_block(corpus, workspace, monk
     """COPY text is parsed a block at a time; block edges must not change any column."""
     from dataclasses import fields
 
-    from traces.analytics import selectors
+    from traces.analytics.selectors import loading
 
     corpus(sessions=3)
     filters = AnalyticsFilters(started_after=DAY_1.isoformat(), model="SONNET")
     whole = load(workspace, filters)
-    monkeypatch.setattr(selectors, "COPY_BLOCK_BYTES", 1_000)  # dozens of blocks per table
+    monkeypatch.setattr(loading, "COPY_BLOCK_BYTES", 1_000)  # dozens of blocks per table
     blocks = load(workspace, filters)
     assert len(whole.calls) > 300 and len(whole.touches.agent) > 100
     for name in ("calls", "compactions", "touches"):

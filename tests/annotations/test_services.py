@@ -2,8 +2,8 @@
 marks, queues (build, hand-out, finish, skip) and audit records."""
 
 import pytest
-from django.core.exceptions import PermissionDenied, ValidationError
 
+from governance.errors import Forbidden, InputError
 from governance.models import AuditEvent
 from tests.annotations.conftest import call_in, main_run
 from traces.annotations import selectors, services
@@ -72,9 +72,9 @@ def test_bad_input_names_the_field_and_saves_nothing(small_session, other_sessio
     def error(**kwargs):
         values = {"failure_class": "repetition", "confidence": "low", "call_index": step}
         values.update(kwargs)
-        with pytest.raises(ValidationError) as caught:
+        with pytest.raises(InputError) as caught:
             services.divergence_mark(session=small_session, annotator=user, **values)
-        return caught.value.message_dict
+        return caught.value.field_errors
 
     assert "outside session" in error(call_index=small_session.call_count + 5)["call_index"][0]
     assert "Unknown class 'nonsense'" in error(failure_class="nonsense")["failure_class"][0]
@@ -120,7 +120,7 @@ def test_other_without_other_text_takes_the_note(small_session, members):
         note="Both saw it drift",
     )
     assert (final.other_text, final.note) == ("Both saw it drift", "Both saw it drift")
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         services.divergence_adjudicate(
             run=run,
             adjudicator=members["admin"],
@@ -128,13 +128,13 @@ def test_other_without_other_text_takes_the_note(small_session, members):
             failure_class="other",
             confidence="high",
         )
-    assert list(caught.value.message_dict) == ["other_text"]
+    assert list(caught.value.field_errors) == ["other_text"]
 
 
 def test_viewers_and_outsiders_cannot_mark(small_session, members, outsider):
     step = call_in(main_run(small_session), 3).session_index
     for user in (members["viewer"], outsider):
-        with pytest.raises(PermissionDenied):
+        with pytest.raises(Forbidden):
             mark(small_session, user, step)
     assert mark(small_session, members["editor"], step).pk  # editors annotate
 
@@ -149,7 +149,7 @@ def test_adjudication_adopts_or_states_a_final_mark(small_session, members):
         failure_class="other",
         other_text="gave up",
     )
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(Forbidden):
         services.divergence_adjudicate(run=run, adjudicator=members["reviewer"], adopt=a)
     final = services.divergence_adjudicate(run=run, adjudicator=members["admin"], adopt=a)
     assert final.kind == "adjudication" and final.based_on == a
@@ -198,17 +198,17 @@ def test_queue_build_samples_reproducibly_and_checks_its_input(small_session, me
     assert QueueSlot.objects.filter(item__queue=queue).count() == 6
     event = AuditEvent.objects.get(action="annotation_queue.build", object_id=str(queue.pk))
     assert event.data["seed"] == 42 and event.data["annotators"] == ["reviewer-a", "editor-a"]
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(Forbidden):
         build(small_session, members, actor=members["editor"])
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InputError) as caught:
         build(small_session, members, annotators=[members["reviewer"]], name="")
-    assert set(caught.value.message_dict) == {"name", "annotators"}
-    with pytest.raises(ValidationError) as caught:
+    assert set(caught.value.field_errors) == {"name", "annotators"}
+    with pytest.raises(InputError) as caught:
         build(small_session, members, annotators=[members["viewer"], members["editor"]])
-    assert "viewer-a" in caught.value.message_dict["annotators"][0]
-    with pytest.raises(ValidationError) as caught:
+    assert "viewer-a" in caught.value.field_errors["annotators"][0]
+    with pytest.raises(InputError) as caught:
         build(small_session, members, runs=runs.filter(max_context__gt=10**9))
-    assert "No run matches" in caught.value.message_dict["criteria"][0]
+    assert "No run matches" in caught.value.field_errors["criteria"][0]
 
 
 def test_queue_hands_out_each_place_once_and_tracks_outcomes(small_session, members):
@@ -218,7 +218,7 @@ def test_queue_hands_out_each_place_once_and_tracks_outcomes(small_session, memb
     assert services.queue_next(queue=queue, user=reviewer) == first  # repeat: same run
     other = services.queue_next(queue=queue, user=editor)
     assert other.item == first.item and other.pk != first.pk  # second place of the same run
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(Forbidden):
         services.queue_next(queue=queue, user=admin)  # not one of the queue's annotators
     run = first.item.run
     mark(small_session, reviewer, call_in(run, 2).session_index)

@@ -416,8 +416,10 @@ def test_a_call_waits_for_its_late_tool_result_while_newer_calls_are_emitted():
 
 def test_a_tool_result_that_never_comes_releases_its_call_after_the_wait_window(monkeypatch):
     import traces.formats.claude_code as claude_code
+    from traces.formats.claude_code import parser as claude_code_parser
 
-    monkeypatch.setattr(claude_code, "WAIT_WINDOW_LINES", 150)
+    # The window is read where the parser flushes, in the package's parser module.
+    monkeypatch.setattr(claude_code_parser, "WAIT_WINDOW_LINES", 150)
     newer = claude_code.FLUSH_WINDOW + 100
     lines = [_tool_call(0, 0)]  # its result never arrives
     for n in range(1, newer + 1):

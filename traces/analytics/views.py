@@ -292,18 +292,7 @@ def _what_if(data: dict, disruption: dict, scenarios) -> dict:
     above = [t for t in table if t > data["post_compaction_tokens"]]
     try:
         result = selectors.what_if(
-            post_compaction_tokens=data["post_compaction_tokens"],
-            growth_per_step=data["growth_per_step"],
-            summary_tokens=data["summary_tokens"],
-            penalty_steps=data["penalty_steps"],
-            thresholds=list(
-                dict.fromkeys([*above, *(m for m in marks if m > data["post_compaction_tokens"])])
-            ),
-            tail_tokens=data.get("tail_tokens"),
-            tail_penalty_steps=data.get("tail_penalty_steps") or 0,
-            compare=(data["compare_low"], data["compare_high"])
-            if data.get("compare_low") and data.get("compare_high")
-            else None,
+            **_what_if_inputs(data, above=above, marks=marks),
             penalties=SENSITIVITY_PENALTIES,
             disruption_steps=disruption["steps"],
         )
@@ -333,20 +322,40 @@ def _what_if(data: dict, disruption: dict, scenarios) -> dict:
         ),
     }
     if scenarios:
-        base = CycleParams(
-            data["post_compaction_tokens"],
-            data["growth_per_step"],
-            data["summary_tokens"],
-            data["penalty_steps"],
-        )
-        try:
-            rows = selectors.what_if_scenarios(base, scenarios, disruption["steps"])
-        except CycleInputError as exc:
-            context["scenario_error"] = str(exc)
-        else:
-            context["scenario_rows"] = rows
-            context["scenario_figure"] = charts.scenarios(rows)
+        context.update(_scenario_context(data, disruption, scenarios))
     return context
+
+
+def _what_if_inputs(data: dict, *, above: list[int], marks: list[int]) -> dict:
+    """The calculator's inputs from the form: the table's thresholds above the
+    post-compaction size, with the comparison marks, and the tail and comparison when given."""
+    start = data["post_compaction_tokens"]
+    both = data.get("compare_low") and data.get("compare_high")
+    return {
+        "post_compaction_tokens": start,
+        "growth_per_step": data["growth_per_step"],
+        "summary_tokens": data["summary_tokens"],
+        "penalty_steps": data["penalty_steps"],
+        "thresholds": list(dict.fromkeys([*above, *(m for m in marks if m > start)])),
+        "tail_tokens": data.get("tail_tokens"),
+        "tail_penalty_steps": data.get("tail_penalty_steps") or 0,
+        "compare": (data["compare_low"], data["compare_high"]) if both else None,
+    }
+
+
+def _scenario_context(data: dict, disruption: dict, scenarios) -> dict:
+    """The scenario comparison on the form's parameters: its rows and figure, or its error."""
+    base = CycleParams(
+        data["post_compaction_tokens"],
+        data["growth_per_step"],
+        data["summary_tokens"],
+        data["penalty_steps"],
+    )
+    try:
+        rows = selectors.what_if_scenarios(base, scenarios, disruption["steps"])
+    except CycleInputError as exc:
+        return {"scenario_error": str(exc)}
+    return {"scenario_rows": rows, "scenario_figure": charts.scenarios(rows)}
 
 
 def _degraded_curve(params: CycleParams, length: float, curve: list) -> list[tuple[float, float]]:

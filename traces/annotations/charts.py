@@ -41,63 +41,42 @@ class StripMark:
     final: bool
 
 
-def strip_figure(
-    index: Sequence[int],
-    context: Sequence[int],
-    *,
-    marks: Sequence[StripMark] = (),
-    compactions: Sequence[int] = (),
-    window: tuple[int, int] | None = None,
-) -> dict:
-    """Context per call as a thin strip. x is the call index (session order), so a click maps
-    straight to a step. `window` shades the calls shown in the list."""
-    downsampled = len(index) > STRIP_MAX_POINTS
-    x, y = (
-        downsample_max(list(index), list(context), STRIP_MAX_POINTS)
-        if downsampled
-        else (list(index), list(context))
+def _strip_line(index: Sequence[int], context: Sequence[int]) -> tuple[list, list]:
+    """The strip's points: downsampled to STRIP_MAX_POINTS peaks, or all of them with the line
+    broken where other agents' calls interleave (gaps in the session index)."""
+    if len(index) > STRIP_MAX_POINTS:
+        return downsample_max(list(index), list(context), STRIP_MAX_POINTS)
+    x, y = list(index), list(context)
+    gx: list = []
+    gy: list = []
+    for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
+        if i and xi - x[i - 1] > 1:
+            gx.append(None)
+            gy.append(None)
+        gx.append(xi)
+        gy.append(yi)
+    return gx, gy
+
+
+def _compaction_lines(compactions: Sequence[int], *, peak: int) -> go.Scatter:
+    """One dotted vertical line per compaction, from 0 to the strip's peak."""
+    xs: list = []
+    ys: list = []
+    for c in compactions:
+        xs += [c, c, None]
+        ys += [0, peak, None]
+    return go.Scatter(
+        x=xs,
+        y=ys,
+        mode="lines",
+        line={"color": "#a4262c", "width": 1, "dash": "dot"},
+        name="compaction",
+        hoverinfo="skip",
     )
-    if not downsampled:
-        # Break the line where other agents' calls interleave (gaps in the session index).
-        gx: list = []
-        gy: list = []
-        for i, (xi, yi) in enumerate(zip(x, y, strict=True)):
-            if i and xi - x[i - 1] > 1:
-                gx.append(None)
-                gy.append(None)
-            gx.append(xi)
-            gy.append(yi)
-        x, y = gx, gy
-    trace = go.Scattergl if len(x) > 1500 else go.Scatter
-    fig = go.Figure()
-    fig.add_trace(
-        trace(
-            x=x,
-            y=y,
-            mode="lines" if len(x) > 300 else "lines+markers",
-            line={"width": 1.5, "color": PALETTE[0]},
-            marker={"size": 4},
-            name="context",
-            hovertemplate="call %{x}<br>context %{y:,} tokens<extra></extra>",
-        )
-    )
-    peak = max(context) if context else 0
-    if compactions:
-        xs: list = []
-        ys: list = []
-        for c in compactions:
-            xs += [c, c, None]
-            ys += [0, peak, None]
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                line={"color": "#a4262c", "width": 1, "dash": "dot"},
-                name="compaction",
-                hoverinfo="skip",
-            )
-        )
+
+
+def _add_mark_traces(fig: go.Figure, marks: Sequence[StripMark]) -> None:
+    """One trace of markers per failure class marked: a star for a final mark, else a diamond."""
     for slug in CLASS_SLUGS:
         chosen = [m for m in marks if m.failure_class == slug]
         if not chosen:
@@ -117,23 +96,53 @@ def strip_figure(
                 hovertemplate="call %{x}: " + class_label(slug) + "<extra></extra>",
             )
         )
-    shapes = []
-    if window is not None:
-        shapes.append(
-            {
-                "type": "rect",
-                "xref": "x",
-                "yref": "paper",
-                "x0": window[0] - 0.5,
-                "x1": window[1] + 0.5,
-                "y0": 0,
-                "y1": 1,
-                "fillcolor": "rgba(31,95,191,0.08)",
-                "line": {"width": 0},
-                "layer": "below",
-                "name": "window",
-            }
+
+
+def _window_shape(window: tuple[int, int]) -> dict:
+    """The shading of the calls shown in the step list."""
+    return {
+        "type": "rect",
+        "xref": "x",
+        "yref": "paper",
+        "x0": window[0] - 0.5,
+        "x1": window[1] + 0.5,
+        "y0": 0,
+        "y1": 1,
+        "fillcolor": "rgba(31,95,191,0.08)",
+        "line": {"width": 0},
+        "layer": "below",
+        "name": "window",
+    }
+
+
+def strip_figure(
+    index: Sequence[int],
+    context: Sequence[int],
+    *,
+    marks: Sequence[StripMark] = (),
+    compactions: Sequence[int] = (),
+    window: tuple[int, int] | None = None,
+) -> dict:
+    """Context per call as a thin strip. x is the call index (session order), so a click maps
+    straight to a step. `window` shades the calls shown in the list."""
+    x, y = _strip_line(index, context)
+    trace = go.Scattergl if len(x) > 1500 else go.Scatter
+    fig = go.Figure()
+    fig.add_trace(
+        trace(
+            x=x,
+            y=y,
+            mode="lines" if len(x) > 300 else "lines+markers",
+            line={"width": 1.5, "color": PALETTE[0]},
+            marker={"size": 4},
+            name="context",
+            hovertemplate="call %{x}<br>context %{y:,} tokens<extra></extra>",
         )
+    )
+    if compactions:
+        fig.add_trace(_compaction_lines(compactions, peak=max(context) if context else 0))
+    _add_mark_traces(fig, marks)
+    shapes = [_window_shape(window)] if window is not None else []
     fig.update_layout(
         **base_layout(
             height=170,
@@ -232,6 +241,67 @@ def distribution_figure(contexts: Sequence[int], dist: Distribution) -> dict:
     return figure_dict(fig)
 
 
+def _add_production(fig, contexts: Sequence[int], comparison: LabComparison) -> None:
+    """Bottom panel: each run's context at first divergence, and the median's interval."""
+    if contexts:
+        fig.add_trace(
+            go.Box(
+                x=[math.log2(max(c, 1)) for c in contexts],
+                name="production",
+                orientation="h",
+                boxpoints="all",
+                jitter=0.6,
+                pointpos=0,
+                marker={"color": "#c2410c", "size": 6, "opacity": 0.8},
+                line={"color": "#c2410c"},
+                fillcolor="rgba(194,65,12,0.10)",
+                customdata=list(contexts),
+                hovertemplate="%{customdata:,} tokens<extra>first divergence</extra>",
+                showlegend=False,
+            ),
+            row=2,
+            col=1,
+        )
+    dist = comparison.distribution
+    if dist.median_ci:
+        fig.add_vrect(
+            x0=math.log2(max(dist.median_ci[0], 1)),
+            x1=math.log2(max(dist.median_ci[1], 1)),
+            fillcolor="rgba(194,65,12,0.12)",
+            line={"width": 0},
+            row=2,
+            col=1,
+        )
+
+
+def _add_lab_markers(fig, family) -> None:
+    """The weakest family's ECL and knee as vertical lines on both panels, labelled on top."""
+    for kind, tokens in (("ecl", family.ecl_tokens), ("knee", family.knee_tokens)):
+        if not tokens:
+            continue
+        style = MARKER_STYLES[kind]
+        label = {
+            "annotation_text": f"{style['label']} {numfmt.tokens(tokens)}",
+            "annotation_position": "top left" if kind == "ecl" else "bottom left",
+            "annotation_font": {"size": 10, "color": style["color"]},
+        }
+        for row in (1, 2):
+            fig.add_vline(
+                x=math.log2(tokens),
+                line={"color": style["color"], "dash": style["dash"], "width": 1.5},
+                row=row,
+                col=1,
+                **(label if row == 1 else {}),
+            )
+
+
+def _log_range(tokens: list[int]) -> tuple[float, float]:
+    """The log2 x range holding every stratum and run, with a margin; (0, 1) for none."""
+    if not tokens:
+        return 0, 1
+    return math.log2(max(min(tokens), 1)) - 0.3, math.log2(max(max(tokens), 1)) + 0.3
+
+
 def lab_figure(reference, family, contexts: Sequence[int], comparison: LabComparison) -> dict:
     """Top: the lab's decline curves (the weakest family bold) with its ECL and knee. Bottom, on
     the same log-token axis: each production run's context at first divergence, and the median
@@ -269,60 +339,10 @@ def lab_figure(reference, family, contexts: Sequence[int], comparison: LabCompar
         color=PALETTE[0],
         name=f"{family.family} (weakest)",
     )
-    log = [math.log2(max(c, 1)) for c in contexts]
-    if contexts:
-        fig.add_trace(
-            go.Box(
-                x=log,
-                name="production",
-                orientation="h",
-                boxpoints="all",
-                jitter=0.6,
-                pointpos=0,
-                marker={"color": "#c2410c", "size": 6, "opacity": 0.8},
-                line={"color": "#c2410c"},
-                fillcolor="rgba(194,65,12,0.10)",
-                customdata=list(contexts),
-                hovertemplate="%{customdata:,} tokens<extra>first divergence</extra>",
-                showlegend=False,
-            ),
-            row=2,
-            col=1,
-        )
-    dist = comparison.distribution
-    if dist.median_ci:
-        fig.add_vrect(
-            x0=math.log2(max(dist.median_ci[0], 1)),
-            x1=math.log2(max(dist.median_ci[1], 1)),
-            fillcolor="rgba(194,65,12,0.12)",
-            line={"width": 0},
-            row=2,
-            col=1,
-        )
-    for kind, tokens in (("ecl", family.ecl_tokens), ("knee", family.knee_tokens)):
-        if not tokens:
-            continue
-        style = MARKER_STYLES[kind]
-        for row in (1, 2):
-            fig.add_vline(
-                x=math.log2(tokens),
-                line={"color": style["color"], "dash": style["dash"], "width": 1.5},
-                row=row,
-                col=1,
-                **(
-                    {
-                        "annotation_text": f"{style['label']} {numfmt.tokens(tokens)}",
-                        "annotation_position": "top left" if kind == "ecl" else "bottom left",
-                        "annotation_font": {"size": 10, "color": style["color"]},
-                    }
-                    if row == 1
-                    else {}
-                ),
-            )
-    strata = [s.tokens for s in family.strata] + list(contexts)
+    _add_production(fig, contexts, comparison)
+    _add_lab_markers(fig, family)
     axis = stratum_axis([s.tokens for s in family.strata]) if family.strata else {}
-    low = math.log2(max(min(strata), 1)) - 0.3 if strata else 0
-    high = math.log2(max(max(strata), 1)) + 0.3 if strata else 1
+    low, high = _log_range([s.tokens for s in family.strata] + list(contexts))
     fig.update_xaxes(**{k: v for k, v in axis.items() if k != "title"}, range=[low, high])
     fig.update_xaxes(title_text="context tokens (log scale)", row=2, col=1)
     fig.update_yaxes(range=[0, 1.04], tickformat=".0%", row=1, col=1)

@@ -22,6 +22,11 @@ class AuditCreateForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.strata = strata
 
+    def clean(self):
+        cleaned = super().clean()
+        cleaned["strata_sizes"] = self.sizes()
+        return cleaned
+
     def sizes(self) -> dict[str, int]:
         """The sizes typed in the strata table ('size:<task>|<band>' fields); bad ones are
         form errors naming the stratum."""

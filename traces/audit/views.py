@@ -4,7 +4,6 @@ judging queue (one step at a time) and the results."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import render
 
@@ -64,11 +63,11 @@ class AuditCreateView(WorkspaceTemplateView):
                     workspace=self.workspace,
                     actor=request.user,
                     name=form.cleaned_data["name"],
-                    strata_sizes=form.sizes(),
+                    strata_sizes=form.cleaned_data["strata_sizes"],
                     seed=form.cleaned_data.get("seed"),
                 )
-            except (InputError, ValidationError) as exc:
-                form.add_error(None, getattr(exc, "message", None) or "; ".join(exc.messages))
+            except InputError as exc:
+                form.add_error(None, exc.message)
             else:
                 messages.success(
                     request, f"Audit “{audit.name}” created: its packets are being built."

@@ -347,43 +347,53 @@ class TraceLoader(BatchWriter):
 
     def _ensure_agents(self, wanted: set[tuple[int, str]]) -> None:
         """Create or fetch agents in bulk: main agents first, since subagents point to them."""
+        missing = self._missing_agents(wanted)
+        for parents_first in (True, False):
+            level = {pair for pair in missing if (pair[1] == "main") == parents_first}
+            if level:
+                self._ensure_level(level)
+
+    def _missing_agents(self, wanted: set[tuple[int, str]]) -> set[tuple[int, str]]:
+        """The wanted agents not known yet, with the parent (or main agent) of each subagent."""
         missing = {pair for pair in wanted if pair not in self._agents}
         for session_pk, agent_id in list(missing):
             info = self._pending_agents.get((session_pk, agent_id))
             if agent_id != "main":
                 missing.add((session_pk, (info.parent_agent_id if info else None) or "main"))
-        missing -= set(self._agents)
-        if not missing:
-            return
-        for parents_first in (True, False):
-            level = {pair for pair in missing if (pair[1] == "main") == parents_first}
-            if not level:
-                continue
-            # Agents of sessions this loader created cannot exist yet: no need to look.
-            self._fetch_agents({pair for pair in level if pair[0] not in self._new_sessions})
-            to_create = [self._agent_object(pair) for pair in level - set(self._agents)]
-            fresh = [a for a in to_create if a.session_id in self._new_sessions]
-            known = [a for a in to_create if a.session_id not in self._new_sessions]
-            if fresh:
-                try:
-                    with transaction.atomic():
-                        Agent.objects.bulk_create(fresh)  # ids come back (RETURNING)
-                except IntegrityError:  # another worker reached these sessions too
-                    self._new_sessions -= {a.session_id for a in fresh}
-                    for agent in fresh:
-                        agent.pk = None
-                    known += fresh
-                else:
-                    for agent in fresh:
-                        self._agents[(agent.session_id, agent.external_id)] = agent.pk
-                        self._new_agents.add(agent.pk)
-                    self.summary.agents += len(fresh)
-            if known:
-                with transaction.atomic():
-                    created = _insert_missing(Agent, known)
-                found = self._fetch_agents({(a.session_id, a.external_id) for a in known})
-                # Another worker may have created some of them meanwhile: count ours only.
-                self.summary.agents += found if created is None else created
+        return missing - set(self._agents)
+
+    def _ensure_level(self, level: set[tuple[int, str]]) -> None:
+        """Fetch or create one level of agents (main agents, or subagents)."""
+        # Agents of sessions this loader created cannot exist yet: no need to look.
+        self._fetch_agents({pair for pair in level if pair[0] not in self._new_sessions})
+        to_create = [self._agent_object(pair) for pair in level - set(self._agents)]
+        fresh = [a for a in to_create if a.session_id in self._new_sessions]
+        known = [a for a in to_create if a.session_id not in self._new_sessions]
+        if fresh:
+            known += self._create_fresh_agents(fresh)
+        if known:
+            with transaction.atomic():
+                created = _insert_missing(Agent, known)
+            found = self._fetch_agents({(a.session_id, a.external_id) for a in known})
+            # Another worker may have created some of them meanwhile: count ours only.
+            self.summary.agents += found if created is None else created
+
+    def _create_fresh_agents(self, fresh: list[Agent]) -> list[Agent]:
+        """Bulk-create the agents of sessions this loader created; if another worker reached
+        these sessions too, return them to be merged like known ones (else nothing)."""
+        try:
+            with transaction.atomic():
+                Agent.objects.bulk_create(fresh)  # ids come back (RETURNING)
+        except IntegrityError:  # another worker reached these sessions too
+            self._new_sessions -= {a.session_id for a in fresh}
+            for agent in fresh:
+                agent.pk = None
+            return fresh
+        for agent in fresh:
+            self._agents[(agent.session_id, agent.external_id)] = agent.pk
+            self._new_agents.add(agent.pk)
+        self.summary.agents += len(fresh)
+        return []
 
     def _agent_object(self, pair: tuple[int, str]) -> Agent:
         session_pk, agent_id = pair

@@ -67,6 +67,21 @@ class BatchWriter:
     loader's state and is not used alone."""
 
     def flush(self) -> None:
+        calls, compactions = self._take_batch()
+        if calls:
+            rows, texts, late = self._call_rows(calls)
+            for session_pk, _key in late:
+                self._loaded_skipped.add(session_pk)  # its rows change: derive from the database
+                self._loaded_rows.pop(session_pk, None)
+            inserted, updated = self._write_calls(rows, texts, late)
+            self._join_other_sources(rows, inserted)
+            self._count_written(rows, inserted, updated)
+        if compactions:
+            self._upsert_compactions(compactions)
+
+    def _take_batch(self) -> tuple[dict, list]:
+        """The batch's calls by (session pk, key) and its compactions, taken off the loader,
+        with the sessions and agents they belong to stored."""
         self._resolve_sessions()
         sessions = self._sessions
         calls = {
@@ -80,91 +95,97 @@ class BatchWriter:
         # no call (a subagent's prompt, a tool result) gets no row.
         wanted |= {(self._session_pk(c.harness, c.session_id), c.agent_id) for c in compactions}
         self._ensure_agents(wanted)
-        if calls:
-            rows = []
-            texts = {}
-            late = set()  # calls the parser emitted before: they merge with the stored row
-            agents = self._agents
-            workspace_pk = self.workspace.pk
-            self._prime_indexes(
-                {(s, agents[(s, record.agent_id)]) for (s, _), record in calls.items()}
-            )
-            ordered = sorted(
-                calls.items(), key=lambda item: (item[0][0], item[1].timestamp, item[1].line)
-            )
-            for (session_pk, _key), record in ordered:
-                key = record.key
-                agent_pk = agents[(session_pk, record.agent_id)]
-                rows.append(
-                    (
-                        workspace_pk,
-                        session_pk,
-                        agent_pk,
-                        key,
-                        self._next_index(session_pk, None),
-                        self._next_index(session_pk, agent_pk),
-                        record.timestamp,
-                        record.model[:200],
-                        record.input_tokens,
-                        record.cache_creation_tokens,
-                        record.cache_read_tokens,
-                        record.output_tokens,
-                        record.reasoning_tokens,
-                        record.context_tokens,
-                        record.is_sidechain,
-                        _storable(" ".join(record.signature)),
-                        _storable(
-                            "\n".join(_touch_line(mode, path) for mode, path in record.touches)
-                        )
-                        if record.touches
-                        else "",
-                        record.line or None,
-                        record.source_file_id,
-                        *fact_values(text_facts(record.text)),
-                        record.cache_creation_1h_tokens,
-                    )
+        return calls, compactions
+
+    def _call_rows(self, calls: dict) -> tuple[list[tuple], dict, set]:
+        """The rows of CALL_COLUMNS for the batch's calls, in session then time order with
+        their indexes numbered on; their texts; and the calls the parser emitted before
+        (`late`: they merge with the stored row)."""
+        rows = []
+        texts = {}
+        late = set()
+        agents = self._agents
+        workspace_pk = self.workspace.pk
+        self._prime_indexes({(s, agents[(s, record.agent_id)]) for (s, _), record in calls.items()})
+        ordered = sorted(
+            calls.items(), key=lambda item: (item[0][0], item[1].timestamp, item[1].line)
+        )
+        for (session_pk, _key), record in ordered:
+            key = record.key
+            agent_pk = agents[(session_pk, record.agent_id)]
+            rows.append(
+                (
+                    workspace_pk,
+                    session_pk,
+                    agent_pk,
+                    key,
+                    self._next_index(session_pk, None),
+                    self._next_index(session_pk, agent_pk),
+                    record.timestamp,
+                    record.model[:200],
+                    record.input_tokens,
+                    record.cache_creation_tokens,
+                    record.cache_read_tokens,
+                    record.output_tokens,
+                    record.reasoning_tokens,
+                    record.context_tokens,
+                    record.is_sidechain,
+                    _storable(" ".join(record.signature)),
+                    _storable("\n".join(_touch_line(mode, path) for mode, path in record.touches))
+                    if record.touches
+                    else "",
+                    record.line or None,
+                    record.source_file_id,
+                    *fact_values(text_facts(record.text)),
+                    record.cache_creation_1h_tokens,
                 )
-                texts[(session_pk, key)] = record.text
-                if record.reemitted:
-                    late.add((session_pk, key))
-            for session_pk, _key in late:
-                self._loaded_skipped.add(session_pk)  # its rows change: derive from the database
-                self._loaded_rows.pop(session_pk, None)
-            with transaction.atomic():
-                if self._postgres:
-                    new_sessions = self._new_sessions
-                    fresh = [r for r in rows if r[1] in new_sessions and (r[1], r[3]) not in late]
-                    known = [r for r in rows if r[1] not in new_sessions or (r[1], r[3]) in late]
-                    inserted, updated = self._copy_new_calls(fresh, texts) if fresh else ([], [])
-                    if known:
-                        more_inserted, more_updated = self._upsert_calls_copy(known)
-                        self._store_texts(more_inserted, more_updated, texts)
-                        inserted += more_inserted
-                        updated += more_updated
-                else:
-                    inserted, updated = self._upsert_calls_orm(rows)
-                    self._store_texts(inserted, updated, texts)
-                if late:
-                    self._merge_late_texts(late, inserted, updated, texts)
-            self._join_other_sources(rows, inserted)
-            added = {key for key, _ in inserted}
-            replaced = {key: old for key, _, old in updated}
-            summary = self.summary
-            summary.duplicates_dropped += len(rows) - len(added)  # calls stored before
-            self.file_sessions.update({(row[18], row[1]) for row in rows if row[18] is not None})
-            for row in rows:
-                self.touched_sessions.add(row[1])
-                name = (row[1], row[3])
-                old = (0, 0, 0, 0) if name in added else replaced.get(name)
-                if old is None:
-                    continue  # the stored call was kept
-                summary.calls += name in added
-                summary.input += row[8] - old[0]
-                summary.cache_creation += row[9] - old[1]
-                summary.cache_read += row[10] - old[2]
-                summary.output += row[11] - old[3]
-        if compactions:
-            self._upsert_compactions(compactions)
+            )
+            texts[(session_pk, key)] = record.text
+            if record.reemitted:
+                late.add((session_pk, key))
+        return rows, texts, late
+
+    def _write_calls(self, rows: list[tuple], texts: dict, late: set) -> tuple[list, list]:
+        """Store the rows and their texts in one transaction: on PostgreSQL new sessions'
+        calls by COPY and the rest by a merge, elsewhere through the ORM. Returns the calls
+        inserted and updated."""
+        with transaction.atomic():
+            if self._postgres:
+                new_sessions = self._new_sessions
+                fresh = [r for r in rows if r[1] in new_sessions and (r[1], r[3]) not in late]
+                known = [r for r in rows if r[1] not in new_sessions or (r[1], r[3]) in late]
+                inserted, updated = self._copy_new_calls(fresh, texts) if fresh else ([], [])
+                if known:
+                    more_inserted, more_updated = self._upsert_calls_copy(known)
+                    self._store_texts(more_inserted, more_updated, texts)
+                    inserted += more_inserted
+                    updated += more_updated
+            else:
+                inserted, updated = self._upsert_calls_orm(rows)
+                self._store_texts(inserted, updated, texts)
+            if late:
+                self._merge_late_texts(late, inserted, updated, texts)
+        return inserted, updated
+
+    def _count_written(self, rows: list[tuple], inserted: list, updated: list) -> None:
+        """Add what the batch changed to the summary: calls added, and the token counts
+        they added or a replaced line changed; note the sessions and files touched."""
+        added = {key for key, _ in inserted}
+        replaced = {key: old for key, _, old in updated}
+        summary = self.summary
+        summary.duplicates_dropped += len(rows) - len(added)  # calls stored before
+        self.file_sessions.update({(row[18], row[1]) for row in rows if row[18] is not None})
+        for row in rows:
+            self.touched_sessions.add(row[1])
+            name = (row[1], row[3])
+            old = (0, 0, 0, 0) if name in added else replaced.get(name)
+            if old is None:
+                continue  # the stored call was kept
+            summary.calls += name in added
+            summary.input += row[8] - old[0]
+            summary.cache_creation += row[9] - old[1]
+            summary.cache_read += row[10] - old[2]
+            summary.output += row[11] - old[3]
 
     def _join_other_sources(self, rows: list[tuple], inserted: list) -> None:
         """Other sources of these transcript calls (spans, events) may be stored already,

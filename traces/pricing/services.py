@@ -45,24 +45,40 @@ def _clean_price(raw: dict, where: str) -> dict:
     """One row of a price table, checked field by field (errors name the row and field)."""
     if not isinstance(raw, dict):
         raise InputError(f"{where}: must be an object with model, rates, as_of and source")
+    model = _clean_model(raw, where)
+    values = {"model": model, "aliases": _clean_aliases(raw, where, model=model)}
+    for name in RATES:
+        if raw.get(name) in (None, ""):
+            raise InputError(f"{where}.{name}: a rate is required (dollars per million tokens)")
+        values[name] = _rate(raw[name], f"{where}.{name}")
+    values["as_of"] = _clean_as_of(raw, where)
+    source = str(raw.get("source") or "").strip()
+    if not source:
+        raise InputError(f"{where}.source: say where the rates come from (a page, a contract)")
+    values["source"] = source[:500]
+    return values
+
+
+def _clean_model(raw: dict, where: str) -> str:
     model = normalise_model(str(raw.get("model") or ""))
     if not model:
         raise InputError(f"{where}.model: a model name is required, e.g. claude-sonnet-4-5")
     if len(model) > 200:
         raise InputError(f"{where}.model: at most 200 characters")
+    return model
+
+
+def _clean_aliases(raw: dict, where: str, *, model: str) -> list[str]:
+    """Other names of the model: a list, or one string split at commas and spaces."""
     aliases = raw.get("aliases") or []
     if isinstance(aliases, str):
         aliases = [a for a in aliases.replace(",", " ").split()]
     if not isinstance(aliases, list | tuple):
         raise InputError(f"{where}.aliases: must be a list of model names")
-    aliases = sorted(
-        {normalise_model(str(a)) for a in aliases if normalise_model(str(a))} - {model}
-    )
-    values = {"model": model, "aliases": aliases}
-    for name in RATES:
-        if raw.get(name) in (None, ""):
-            raise InputError(f"{where}.{name}: a rate is required (dollars per million tokens)")
-        values[name] = _rate(raw[name], f"{where}.{name}")
+    return sorted({normalise_model(str(a)) for a in aliases if normalise_model(str(a))} - {model})
+
+
+def _clean_as_of(raw: dict, where: str) -> date:
     as_of = raw.get("as_of")
     if isinstance(as_of, str):
         try:
@@ -71,12 +87,7 @@ def _clean_price(raw: dict, where: str) -> dict:
             raise InputError(f"{where}.as_of: {as_of!r} is not a date (YYYY-MM-DD)") from None
     if not isinstance(as_of, date):
         raise InputError(f"{where}.as_of: the date the rates were the price is required")
-    values["as_of"] = as_of
-    source = str(raw.get("source") or "").strip()
-    if not source:
-        raise InputError(f"{where}.source: say where the rates come from (a page, a contract)")
-    values["source"] = source[:500]
-    return values
+    return as_of
 
 
 def _row_dict(price: ModelPrice) -> dict:

@@ -227,6 +227,36 @@ def _job_files_record(job: Job, ingestion: _Ingestion) -> None:
     JobFile.objects.bulk_create(links, batch_size=1000, ignore_conflicts=True)
 
 
+def _note_listing_errors(summary, upload: RawUpload, listing) -> None:
+    """The members an archive's listing refused, and why it stopped listing, as errors."""
+    for member, reason in listing.errors:
+        summary.errors.append(
+            {"file": f"{upload.original_name}:{member}", "line": None, "error": reason}
+        )
+    if listing.stopped:
+        summary.errors.append(
+            {"file": upload.original_name, "line": None, "error": listing.stopped}
+        )
+
+
+def _members_to_ingest(
+    ingestion: _Ingestion, listing, *, on_bytes: Callable[[int], None] | None
+) -> dict:
+    """The listed members by name, without those whose content was ingested before (they are
+    counted as skipped, and their bytes as done)."""
+    wanted = {}
+    done = ingestion.already_ingested([m.sha256 for m in listing.members])
+    for member in listing.members:
+        if member.sha256 in done:
+            ingestion.summary.skipped_files += 1
+            ingestion.skipped.add(member.sha256)
+            if on_bytes:
+                on_bytes(member.size)
+            continue
+        wanted.setdefault(member.name, member)
+    return wanted
+
+
 def _ingest_upload_into(
     ingestion: _Ingestion,
     upload: RawUpload,
@@ -242,28 +272,12 @@ def _ingest_upload_into(
         except ArchiveError as exc:
             summary.errors.append({"file": upload.original_name, "line": None, "error": str(exc)})
             return
-        for member, reason in listing.errors:
-            summary.errors.append(
-                {"file": f"{upload.original_name}:{member}", "line": None, "error": reason}
-            )
-        if listing.stopped:
-            summary.errors.append(
-                {"file": upload.original_name, "line": None, "error": listing.stopped}
-            )
+        _note_listing_errors(summary, upload, listing)
         # `extra_meta` comes keyed by `_meta_key`: a CLI chunk shares one for all its files.
         meta = extra_meta or {}
         if listing.meta:
             meta = {**meta, **{_meta_key(k): v for k, v in listing.meta.items()}}
-        wanted = {}
-        done = ingestion.already_ingested([m.sha256 for m in listing.members])
-        for member in listing.members:
-            if member.sha256 in done:
-                summary.skipped_files += 1
-                ingestion.skipped.add(member.sha256)
-                if on_bytes:
-                    on_bytes(member.size)
-                continue
-            wanted.setdefault(member.name, member)
+        wanted = _members_to_ingest(ingestion, listing, on_bytes=on_bytes)
         if not wanted:
             return
         ingestion.start(

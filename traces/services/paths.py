@@ -38,6 +38,84 @@ from traces.services.ingestion import (
 from traces.services.uploads import raw_uploads_store_paths
 
 
+class _Progress:
+    """Bytes of input done so far, reported to `on_progress(done, total)` when given."""
+
+    def __init__(self, *, done: int, total: int, on_progress: Callable[[int, int], None] | None):
+        self.done, self.total, self.on_progress = done, total, on_progress
+
+    def advance(self, size: int) -> None:
+        self.done += size
+        if self.on_progress:
+            self.on_progress(self.done, self.total)
+
+
+def _sidecars(files: list[Path]) -> dict:
+    """The `.meta.json` sidecars (up to 64 KiB) of the files given, or found beside a
+    transcript given alone, by key."""
+    meta = {
+        _meta_key(str(f)): f.read_bytes()
+        for f in files
+        if f.name.endswith(".meta.json") and f.stat().st_size <= 65536
+    }
+    for path in files:
+        sibling = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+        key = _meta_key(str(sibling))
+        wanted = path.name.endswith(".jsonl") and key not in meta and sibling.exists()
+        if wanted and sibling.stat().st_size <= 65536:
+            meta[key] = sibling.read_bytes()
+    return meta
+
+
+def _can_fork(*, workers: int, tasks: list) -> bool:
+    """Whether to ingest in forked workers.
+
+    Forking copies the locks other threads hold, which hung or broke a child's database
+    connection in a process that also ran a server or a browser driver (the CLI has
+    none); and workers cannot see what an open transaction of the caller wrote. Then
+    this process ingests in itself.
+    """
+    return (
+        workers > 1
+        and len(tasks) > 1
+        and not multiprocessing.current_process().daemon
+        and threading.active_count() == 1
+        and not connection.in_atomic_block
+    )
+
+
+def _ingest_forked(
+    tasks: list, *, workers: int, progress: _Progress
+) -> tuple[IngestSummary, set[int]]:
+    """Ingest the chunks in `workers` forked processes, then derive the sessions touched
+    the same way."""
+    summary = IngestSummary()
+    touched: set[int] = set()
+    connections.close_all()  # children must open their own connections
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers, initializer=_worker_start) as pool:
+        for part, part_touched, size in pool.imap_unordered(_ingest_files_task, tasks):
+            summary.merge(part)
+            touched |= part_touched
+            progress.advance(size)
+        ids = sorted(touched)
+        pool.map(_derive_task, [ids[i::workers] for i in range(workers)])
+    return summary, touched
+
+
+def _ingest_here(tasks: list, *, progress: _Progress) -> tuple[IngestSummary, set[int]]:
+    """Ingest the chunks one after another in this process, then derive the sessions."""
+    summary = IngestSummary()
+    touched: set[int] = set()
+    for task in tasks:
+        part, part_touched, size = _ingest_files_task(task)
+        summary.merge(part)
+        touched |= part_touched
+        progress.advance(size)
+    sessions_derive(session_ids=touched)
+    return summary, touched
+
+
 def ingest_paths(
     *,
     workspace: Workspace,
@@ -57,57 +135,18 @@ def ingest_paths(
         raise InputError(f"format must be auto or one of {', '.join(FORMATS)}")
     files = expand_paths(paths)
     total = sum(f.stat().st_size for f in files)
-    meta = {
-        _meta_key(str(f)): f.read_bytes()
-        for f in files
-        if f.name.endswith(".meta.json") and f.stat().st_size <= 65536
-    }
-    for path in files:
-        sibling = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
-        key = _meta_key(str(sibling))
-        wanted = path.name.endswith(".jsonl") and key not in meta and sibling.exists()
-        if wanted and sibling.stat().st_size <= 65536:
-            meta[key] = sibling.read_bytes()
+    meta = _sidecars(files)
     transcripts = [path for path in files if not path.name.endswith(".meta.json")]
     tasks = [
         (workspace.pk, getattr(user, "pk", None), chunk, fmt, meta)
         for chunk in _chunks(transcripts, total=total, workers=workers)
     ]
-    summary = IngestSummary()
-    touched: set[int] = set()
     done = sum(f.stat().st_size for f in files if f.name.endswith(".meta.json"))
-    # Forking copies the locks other threads hold, which hung or broke a child's database
-    # connection in a process that also ran a server or a browser driver (the CLI has
-    # none); and workers cannot see what an open transaction of the caller wrote. Then
-    # this process ingests in itself.
-    parallel = (
-        workers > 1
-        and len(tasks) > 1
-        and not multiprocessing.current_process().daemon
-        and threading.active_count() == 1
-        and not connection.in_atomic_block
-    )
-    if parallel:
-        connections.close_all()  # children must open their own connections
-        context = multiprocessing.get_context("fork")
-        with context.Pool(workers, initializer=_worker_start) as pool:
-            for part, part_touched, size in pool.imap_unordered(_ingest_files_task, tasks):
-                summary.merge(part)
-                touched |= part_touched
-                done += size
-                if on_progress:
-                    on_progress(done, total)
-            ids = sorted(touched)
-            pool.map(_derive_task, [ids[i::workers] for i in range(workers)])
+    progress = _Progress(done=done, total=total, on_progress=on_progress)
+    if _can_fork(workers=workers, tasks=tasks):
+        summary, touched = _ingest_forked(tasks, workers=workers, progress=progress)
     else:
-        for task in tasks:
-            part, part_touched, size = _ingest_files_task(task)
-            summary.merge(part)
-            touched |= part_touched
-            done += size
-            if on_progress:
-                on_progress(done, total)
-        sessions_derive(session_ids=touched)
+        summary, touched = _ingest_here(tasks, progress=progress)
     tables_analyze_after_load(summary)
     if touched or summary.derived_sessions:
         workspace_bump_data_version(workspace=workspace)

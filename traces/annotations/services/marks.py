@@ -1,43 +1,35 @@
-"""Writes for annotations: marks, replacements, final marks, queues and their assignment.
+"""Writes for divergence marks: an annotator's mark (replacing their earlier one) and an admin's
+final mark, with the checks of their input.
 
-Every change is atomic and audited. Bad input raises Django's ValidationError with the field
-that is wrong (the API answers 400 with it; pages show it on the field).
+Bad input raises `InputError` naming the field that is wrong (the API answers 400 with it;
+pages show it on the field); a missing role `Forbidden`.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Sequence
 
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db import transaction
 from django.utils import timezone
 from django.utils.text import Truncator
 
+from governance.errors import Forbidden, InputError
 from governance.models import Membership, Role, Workspace
-from governance.services import audit_record
+from governance.services import audit_record, full_clean
 from traces.annotations.analysis.classes import CONFIDENCES, FAILURE_CLASSES, OTHER
 from traces.annotations.models import (
-    AnnotationQueue,
     Divergence,
     MarkKind,
-    QueueAnnotator,
-    QueueItem,
-    QueueSkip,
     QueueSlot,
-    QueueStatus,
     SlotOutcome,
 )
 from traces.models import Agent, Call, Run, Session
 
 ANNOTATE_ROLE = Role.EDITOR
-QUEUE_BUILD_ROLE = Role.REVIEWER
 ADJUDICATE_ROLE = Role.ADMIN
 MAX_EVIDENCE = 50
 MAX_NOTE = 5000
 MAX_OTHER_TEXT = 500
-MAX_SAMPLE = 1000
 
 
 def _role(workspace: Workspace, user) -> int:
@@ -47,7 +39,7 @@ def _role(workspace: Workspace, user) -> int:
 
 def _require_role(workspace: Workspace, user, role: int, what: str) -> None:
     if _role(workspace, user) < role:
-        raise PermissionDenied(f"{what} needs the {Role(role).label} role in {workspace.slug}.")
+        raise Forbidden(f"{what} needs the {Role(role).label} role in {workspace.slug}.")
 
 
 def other_text_from_note(note: str) -> str:
@@ -85,7 +77,7 @@ def _clean_fields(
     if len(note or "") > MAX_NOTE:
         errors["note"] = f"At most {MAX_NOTE:,} characters."
     if errors:
-        raise ValidationError(errors)
+        raise InputError.for_fields(errors)
     return other_text, (note or "").strip()
 
 
@@ -93,23 +85,23 @@ def locate_call(
     *, session: Session, call_index: int, agent: Agent | None = None, run: Run | None = None
 ) -> tuple[dict, Run]:
     """The call at `call_index` of the session and the run that contains it, or a
-    ValidationError on `call_index` that says why not."""
+    InputError on `call_index` that says why not."""
     if not isinstance(call_index, int) or isinstance(call_index, bool) or call_index < 0:
-        raise ValidationError({"call_index": "A call index is a whole number, 0 or more."})
+        raise InputError.for_fields({"call_index": "A call index is a whole number, 0 or more."})
     call = (
         Call.objects.filter(session=session, session_index=call_index)
         .values("agent_id", "agent_index", "context_tokens", "model")
         .first()
     )
     if call is None:
-        raise ValidationError(
+        raise InputError.for_fields(
             {
                 "call_index": f"Call {call_index} is outside session {session.pk}, which has "
                 f"calls 0–{max(session.call_count - 1, 0)}."
             }
         )
     if agent is not None and call["agent_id"] != agent.pk:
-        raise ValidationError(
+        raise InputError.for_fields(
             {
                 "call_index": f"Call {call_index} belongs to another agent of the session, "
                 f"not to agent {agent.pk}."
@@ -121,9 +113,9 @@ def locate_call(
         last_call_index__gte=call_index,
     ).first()
     if found is None:
-        raise ValidationError({"call_index": f"Call {call_index} is in no derived run."})
+        raise InputError.for_fields({"call_index": f"Call {call_index} is in no derived run."})
     if run is not None and found.pk != run.pk:
-        raise ValidationError(
+        raise InputError.for_fields(
             {
                 "call_index": f"Call {call_index} is outside run {run.pk}, which spans calls "
                 f"{run.first_call_index}–{run.last_call_index}."
@@ -136,18 +128,18 @@ def _clean_evidence(*, session: Session, call_index: int | None, evidence: Itera
     values = []
     for value in evidence or ():
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValidationError(
+            raise InputError.for_fields(
                 {"evidence_call_indexes": f"'{value}' is not a call index (a whole number ≥ 0)."}
             )
         values.append(value)
     values = sorted(set(values))
     if len(values) > MAX_EVIDENCE:
-        raise ValidationError(
+        raise InputError.for_fields(
             {"evidence_call_indexes": f"At most {MAX_EVIDENCE} evidence steps per mark."}
         )
     later = [v for v in values if call_index is not None and v >= call_index]
     if later:
-        raise ValidationError(
+        raise InputError.for_fields(
             {
                 "evidence_call_indexes": f"Evidence must come before the divergence at call "
                 f"{call_index}; {', '.join(map(str, later))} do not."
@@ -161,7 +153,7 @@ def _clean_evidence(*, session: Session, call_index: int | None, evidence: Itera
         )
         missing = [v for v in values if v not in present]
         if missing:
-            raise ValidationError(
+            raise InputError.for_fields(
                 {
                     "evidence_call_indexes": f"Calls {', '.join(map(str, missing))} are outside "
                     f"session {session.pk}."
@@ -191,8 +183,8 @@ def _mark_input(
     def attempt(name, check):
         try:
             cleaned[name] = check()
-        except ValidationError as exc:
-            for field, messages in exc.message_dict.items():
+        except InputError as exc:
+            for field, messages in exc.field_errors.items():
                 errors.setdefault(field, []).extend(messages)
 
     attempt(
@@ -266,7 +258,7 @@ def divergence_mark(
         evidence=evidence_call_indexes, agent=agent, run=run,
     )  # fmt: skip
     if errors:
-        raise ValidationError(errors)
+        raise InputError.for_fields(errors)
     other_text, note = cleaned["fields"]
     call, target = cleaned["located"]
     evidence = cleaned["evidence"]
@@ -304,7 +296,7 @@ def divergence_mark(
             replaces=current,
             **values,
         )
-        mark.full_clean(exclude=["replaces", "based_on"])
+        full_clean(mark, exclude=["replaces", "based_on"])
         mark.save()
         mark.unchanged = False
         audit_record(
@@ -349,13 +341,15 @@ def divergence_adjudicate(
     _require_role(workspace, adjudicator, ADJUDICATE_ROLE, "Adjudicating")
     if adopt is not None:
         if adopt.run_id != run.pk or adopt.kind != MarkKind.MARK or not adopt.is_current:
-            raise ValidationError({"adopt": "Adopt a current annotator's mark on this run."})
+            raise InputError.for_fields({"adopt": "Adopt a current annotator's mark on this run."})
         call_index = adopt.call_index
         failure_class, confidence = adopt.failure_class, adopt.confidence
         other_text, evidence_call_indexes = adopt.other_text, adopt.evidence_call_indexes
         note = note or adopt.note
     if call_index is None:
-        raise ValidationError({"call_index": "Give the step of the final mark, or adopt a mark."})
+        raise InputError.for_fields(
+            {"call_index": "Give the step of the final mark, or adopt a mark."}
+        )
     other_text, note = _clean_fields(
         failure_class=failure_class, confidence=confidence, other_text=other_text, note=note
     )
@@ -404,228 +398,3 @@ def divergence_adjudicate(
             },
         )
     return final
-
-
-# --- queues -------------------------------------------------------------------
-
-
-def queue_build(
-    *,
-    workspace: Workspace,
-    actor,
-    name: str,
-    runs: QuerySet[Run],
-    criteria: dict,
-    sample_size: int,
-    annotators: Sequence,
-    annotators_per_run: int = 2,
-    agreement_window: int = 3,
-    seed: int | None = None,
-) -> AnnotationQueue:
-    """Sample `sample_size` runs from `runs` (already filtered by `criteria`) with a recorded
-    seed, and open a queue in which each run gets `annotators_per_run` places."""
-    _require_role(workspace, actor, QUEUE_BUILD_ROLE, "Building an annotation queue")
-    errors = {}
-    name = (name or "").strip()
-    if not name:
-        errors["name"] = "Give the queue a name."
-    if not 1 <= sample_size <= MAX_SAMPLE:
-        errors["sample_size"] = f"Sample between 1 and {MAX_SAMPLE:,} runs."
-    if not 1 <= annotators_per_run <= 10:
-        errors["annotators_per_run"] = "Between 1 and 10 annotators per run."
-    if not 0 <= agreement_window <= 1000:
-        errors["agreement_window"] = "Between 0 and 1,000 steps."
-    people = list({user.pk: user for user in annotators}.values())
-    eligible = set(
-        Membership.objects.filter(
-            workspace=workspace, user__in=people, role__gte=ANNOTATE_ROLE
-        ).values_list("user_id", flat=True)
-    )
-    outside = [u.get_username() for u in people if u.pk not in eligible]
-    if outside:
-        errors["annotators"] = (
-            f"Not annotators here (editor role or higher needed): {', '.join(outside)}."
-        )
-    elif len(people) < annotators_per_run:
-        errors["annotators"] = (
-            f"{annotators_per_run} annotators per run needs at least {annotators_per_run} "
-            f"annotators; {len(people)} chosen."
-        )
-    ids = sorted(runs.filter(workspace=workspace).values_list("pk", flat=True))
-    if not ids and "sample_size" not in errors:
-        errors["criteria"] = "No run matches this filter; widen it."
-    if errors:
-        raise ValidationError(errors)
-    if seed is None:
-        seed = random.SystemRandom().randrange(1, 2**31)
-    chosen = random.Random(seed).sample(ids, min(sample_size, len(ids)))
-    with transaction.atomic():
-        queue = AnnotationQueue.objects.create(
-            workspace=workspace,
-            name=name[:200],
-            criteria=criteria,
-            matched_runs=len(ids),
-            sample_size=len(chosen),
-            seed=seed,
-            annotators_per_run=annotators_per_run,
-            agreement_window=agreement_window,
-            created_by=actor,
-        )
-        QueueAnnotator.objects.bulk_create(QueueAnnotator(queue=queue, user=u) for u in people)
-        items = QueueItem.objects.bulk_create(
-            QueueItem(queue=queue, run_id=run_id, position=position)
-            for position, run_id in enumerate(chosen)
-        )
-        QueueSlot.objects.bulk_create(
-            QueueSlot(item=item, number=number)
-            for item in items
-            for number in range(annotators_per_run)
-        )
-        audit_record(
-            workspace=workspace,
-            actor=actor,
-            action="annotation_queue.build",
-            obj=queue,
-            data={
-                "criteria": criteria,
-                "matched": len(ids),
-                "sampled": len(chosen),
-                "seed": seed,
-                "annotators": [u.get_username() for u in people],
-                "annotators_per_run": annotators_per_run,
-            },
-        )
-    return queue
-
-
-def queue_next(*, queue: AnnotationQueue, user) -> QueueSlot | None:
-    """The user's open place in the queue, or a newly claimed one; None when nothing is left.
-
-    Places are claimed with SELECT … FOR UPDATE SKIP LOCKED, so concurrent requests never get
-    the same place; the user's membership row is locked first, so one person's concurrent
-    requests are served in turn and never get two places. A run the user already marked is
-    counted as done at once.
-    """
-    if queue.status != QueueStatus.OPEN:
-        raise ValidationError({"queue": "This queue is closed."})
-    for _attempt in range(50):
-        with transaction.atomic():
-            member = QueueAnnotator.objects.select_for_update().filter(queue=queue, user=user)
-            if member.first() is None:
-                raise PermissionDenied("You are not an annotator of this queue.")
-            open_slot = (
-                QueueSlot.objects.filter(item__queue=queue, annotator=user, finished_at=None)
-                .select_related("item__run")
-                .first()
-            )
-            if open_slot is not None:
-                return open_slot
-            taken = QueueSlot.objects.filter(item__queue=queue, annotator=user).values("item_id")
-            skipped = QueueSkip.objects.filter(item__queue=queue, user=user).values("item_id")
-            slot = (
-                QueueSlot.objects.select_for_update(skip_locked=True, of=("self",))
-                .filter(item__queue=queue, annotator__isnull=True)
-                .exclude(item_id__in=taken)
-                .exclude(item_id__in=skipped)
-                .order_by("item__position", "number")
-                .first()
-            )
-            if slot is None:
-                return None
-            slot.annotator = user
-            slot.assigned_at = timezone.now()
-            try:
-                with transaction.atomic():
-                    slot.save(update_fields=["annotator", "assigned_at"])
-            except IntegrityError:
-                continue  # the same person already holds another place of this item
-            item = QueueItem.objects.select_related("run").get(pk=slot.item_id)
-            audit_record(
-                workspace=queue.workspace,
-                actor=user,
-                action="annotation_queue.assign",
-                obj=queue,
-                data={"run": item.run_id, "position": item.position, "slot": slot.number},
-            )
-            marked = Divergence.objects.filter(
-                run_id=item.run_id, annotator=user, kind=MarkKind.MARK, replaced_at=None
-            ).exists()
-            if not marked:
-                return QueueSlot.objects.select_related("item__run").get(pk=slot.pk)
-            slot.finished_at = timezone.now()
-            slot.outcome = SlotOutcome.MARKED
-            slot.save(update_fields=["finished_at", "outcome"])
-    return None
-
-
-def _open_slot_for(*, queue: AnnotationQueue, user, run_id: int | None = None) -> QueueSlot:
-    slots = QueueSlot.objects.select_for_update(of=("self",)).filter(
-        item__queue=queue, annotator=user, finished_at=None
-    )
-    if run_id is not None:
-        slots = slots.filter(item__run_id=run_id)
-    slot = slots.select_related("item").first()
-    if slot is None:
-        raise ValidationError({"run": "You have no open run in this queue."})
-    return slot
-
-
-def queue_no_divergence(*, queue: AnnotationQueue, user, run_id: int | None = None) -> QueueSlot:
-    """The annotator read the run and found no consequential divergence."""
-    with transaction.atomic():
-        slot = _open_slot_for(queue=queue, user=user, run_id=run_id)
-        if Divergence.objects.filter(
-            run_id=slot.item.run_id, annotator=user, kind=MarkKind.MARK, replaced_at=None
-        ).exists():
-            raise ValidationError(
-                {"outcome": "You have marked a divergence on this run; it is already done."}
-            )
-        slot.finished_at = timezone.now()
-        slot.outcome = SlotOutcome.NO_DIVERGENCE
-        slot.save(update_fields=["finished_at", "outcome"])
-        audit_record(
-            workspace=queue.workspace,
-            actor=user,
-            action="annotation_queue.no_divergence",
-            obj=queue,
-            data={"run": slot.item.run_id},
-        )
-    return slot
-
-
-def queue_skip(
-    *, queue: AnnotationQueue, user, run_id: int | None = None, reason: str = ""
-) -> QueueSkip:
-    """Give the place back (someone else takes it) and never offer this run to the user again."""
-    with transaction.atomic():
-        slot = _open_slot_for(queue=queue, user=user, run_id=run_id)
-        skip, _ = QueueSkip.objects.get_or_create(
-            item_id=slot.item_id, user=user, defaults={"reason": (reason or "")[:500]}
-        )
-        slot.annotator = None
-        slot.assigned_at = None
-        slot.save(update_fields=["annotator", "assigned_at"])
-        audit_record(
-            workspace=queue.workspace,
-            actor=user,
-            action="annotation_queue.skip",
-            obj=queue,
-            data={"run": slot.item.run_id, "reason": skip.reason},
-        )
-    return skip
-
-
-def queue_set_status(*, queue: AnnotationQueue, actor, status: str) -> AnnotationQueue:
-    _require_role(queue.workspace, actor, QUEUE_BUILD_ROLE, "Closing or reopening a queue")
-    if status not in QueueStatus.values:
-        raise ValidationError({"status": f"Use one of: {', '.join(QueueStatus.values)}."})
-    with transaction.atomic():
-        queue.status = status
-        queue.save(update_fields=["status"])
-        audit_record(
-            workspace=queue.workspace,
-            actor=actor,
-            action=f"annotation_queue.{'close' if status == QueueStatus.CLOSED else 'reopen'}",
-            obj=queue,
-        )
-    return queue

@@ -1,4 +1,4 @@
-"""Reads for analytics: columns as numpy arrays (never model instances), and cached results.
+"""Loading analytics columns as numpy arrays (never model instances).
 
 On PostgreSQL the columns stream through `COPY (SELECT …) TO STDOUT` into pandas' C
 reader; elsewhere through a plain cursor.
@@ -6,106 +6,22 @@ reader; elsewhere through a plain cursor.
 
 from __future__ import annotations
 
-import hashlib
 import io
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-import orjson
 import pandas as pd
 from django.db import connection
-from django.db.models import F, FloatField, QuerySet
+from django.db.models import F, FloatField
 from django.db.models.expressions import RawSQL
 
-from governance.models import Job, JobStatus, Workspace
+from governance.models import Workspace
 from traces.analysis.compactions import CompactionColumns
 from traces.analysis.costs import CallColumns
 from traces.analysis.coverage import TouchColumns
-from traces.analysis.cycle import (
-    DEFAULT_DISRUPTION_STEPS,
-    CycleInputError,
-    CycleParams,
-    CycleResult,
-    Scenario,
-    check_disruption_steps,
-    compare_scenarios,
-    evaluate,
-    exchange_rate,
-    sensitivity,
-    tail_scenario,
-)
 from traces.analysis.incidents import AgentRow
-from traces.analytics.models import AnalyticsResult
-from traces.filters import text_contains
-from traces.models import Call, Session, StartKind
-
-JOB_KIND = "trace_analytics"
-FILTER_FIELDS = ("started_after", "started_before", "harness", "model", "project", "task_type")
-# upper_from: seed 001 §4.2 measures D "above 200k", where growth per step is stable.
-PARAMETER_DEFAULTS = {"band": 25_000, "upper_from": 200_000, "fork_bound": 100_000, "window": 25}
-
-
-@dataclass(frozen=True)
-class AnalyticsFilters:
-    started_after: str = ""  # YYYY-MM-DD, on the call's date
-    started_before: str = ""
-    harness: str = ""
-    model: str = ""
-    project: str = ""
-    task_type: str = ""
-    band: int = PARAMETER_DEFAULTS["band"]
-    upper_from: int = PARAMETER_DEFAULTS["upper_from"]
-    fork_bound: int = PARAMETER_DEFAULTS["fork_bound"]
-    window: int = PARAMETER_DEFAULTS["window"]
-    exclude_forks: bool = False  # drop agents that start as forks (Agent.start_kind == "fork")
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-    @property
-    def key(self) -> str:
-        return hashlib.sha256(orjson.dumps(self.as_dict(), option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-    def describe(self) -> str:
-        parts = [
-            f"{name.replace('_', ' ')} = {value}"
-            for name in FILTER_FIELDS
-            if (value := getattr(self, name))
-        ]
-        if self.exclude_forks:
-            parts.append("forked starts excluded")
-        return "; ".join(parts) if parts else "all traces"
-
-
-def _day(value: str) -> datetime:
-    """The start of a YYYY-MM-DD date in UTC."""
-    return datetime.fromisoformat(value).replace(tzinfo=UTC)
-
-
-def selected_calls(workspace: Workspace, filters: AnalyticsFilters) -> QuerySet[Call]:
-    """The calls the filters select; model and project match as on the sessions list
-    (`traces.filters.text_contains`), dates are the call's UTC date; `exclude_forks` drops
-    the calls of agents that started as forks of a loaded parent."""
-    calls = Call.objects.filter(workspace=workspace)
-    if filters.exclude_forks:
-        # Every analysis reads its agents from these calls, so a fork is excluded from all.
-        calls = calls.exclude(agent__start_kind=StartKind.FORK)
-    if filters.started_after:
-        calls = calls.filter(timestamp__gte=_day(filters.started_after))
-    if filters.started_before:
-        calls = calls.filter(timestamp__lt=_day(filters.started_before) + timedelta(days=1))
-    if filters.model:
-        calls = calls.filter(text_contains("model", filters.model))
-    if filters.harness or filters.project:
-        sessions = Session.objects.filter(workspace=workspace)
-        if filters.harness:
-            sessions = sessions.filter(harness=filters.harness)
-        if filters.project:
-            sessions = sessions.filter(text_contains("project", filters.project))
-        calls = calls.filter(session_id__in=sessions.values("id"))
-    return calls.order_by()
-
+from traces.analytics.selectors.filters import AnalyticsFilters, selected_calls
 
 # CSV parsed at a time while a COPY streams in: a block's text and its parser's buffers
 # are all that is held besides the columns, never the whole table's text.
@@ -440,190 +356,3 @@ def _touches(
         path=pd.factorize(touches["path"])[0].astype(np.int64),
         position=touches["position"],
     )
-
-
-def result_for(*, workspace: Workspace, filters: AnalyticsFilters) -> AnalyticsResult | None:
-    return AnalyticsResult.objects.filter(workspace=workspace, filter_key=filters.key).first()
-
-
-def latest_job(*, workspace: Workspace, filters: AnalyticsFilters) -> Job | None:
-    """The most recent analytics job for these filters, whatever its status."""
-    return (
-        Job.objects.filter(workspace=workspace, kind=JOB_KIND, params__key=filters.key)
-        .order_by("-created_at", "-id")
-        .first()
-    )
-
-
-def failed_on(job: Job | None, data_version: int) -> bool:
-    """Whether `job` failed computing `data_version` (the version it read when it started,
-    else the one current when it was queued)."""
-    if job is None or job.status != JobStatus.FAILED:
-        return False
-    version = (job.counts or {}).get("data_version", (job.params or {}).get("data_version"))
-    return version == data_version
-
-
-def failure_reason(job: Job) -> str:
-    """The first line of a failed job's error (the rest is its traceback)."""
-    return (job.error or "").strip().split("\n", 1)[0] or "no reason was recorded"
-
-
-# --- the what-if calculator -----------------------------------------------------
-
-
-def cycle_disruption(
-    *,
-    workspace: Workspace,
-    filters: AnalyticsFilters | None = None,
-    given: float | None = None,
-) -> dict:
-    """The disruption length L behind the degraded share, and where it came from: `given`;
-    else the measured `elevated_until_step` of the workspace's cached behaviour-after-
-    compaction analysis for `filters` (unfiltered by default), with its n; else seed 001's
-    30 steps, with the reason."""
-    if given is not None:
-        check_disruption_steps(given)
-        return {"steps": given, "source": "given", "label": f"given, {given:g} steps"}
-    stored = result_for(workspace=workspace, filters=filters or AnalyticsFilters())
-    section = (stored.result or {}).get("post_compaction") if stored else None
-    if section and section.get("elevated_until_step") is not None and not _zero_is_unsure(section):
-        steps = section["elevated_until_step"]
-        n = section.get("compactions", 0)
-        return {
-            "steps": steps,
-            "source": "measured",
-            "label": f"measured, {steps} steps (n = {n:,} compactions, "
-            f"{section.get('operator_messages', 0):,} operator messages)",
-            "compactions": n,
-            "operator_messages": section.get("operator_messages"),
-            "phrase_list_version": section.get("phrase_list_version"),
-            "stale": stored.data_version != workspace.data_version,
-        }
-    baseline = ((section or {}).get("baseline") or {}).get("correction") or {}
-    if section and section.get("elevated_until_step") == 0:
-        why = (
-            "steps 1–5 already overlap the baseline, but at this n the ratio of steps 1–5 to "
-            f"the baseline cannot rule out the seed's {SEED_FIRST5_RATIO}× elevation: the data "
-            "cannot tell how long a disruption lasts"
-        )
-    elif section and baseline.get("ci") is None:
-        why = "too few operator messages in steps 60–150 to measure a baseline"
-    elif section:
-        why = (
-            "the measured correction rate had not come back to its baseline before the "
-            "baseline window (steps 60–150) begins, so the workspace gives no end to it"
-        )
-    else:
-        why = "the behaviour after compaction has not been computed for these filters"
-    return {
-        "steps": DEFAULT_DISRUPTION_STEPS,
-        "source": "default",
-        "label": f"default {DEFAULT_DISRUPTION_STEPS} (seed 001 §7.3): {why}",
-    }
-
-
-SEED_FIRST5_RATIO = 2.37  # seed 001 §7.2: 41.9% against 17.7% in steps 1–5
-
-
-def _zero_is_unsure(section: dict) -> bool:
-    """A measured L of 0 (steps 1–5 overlap the baseline) only stands when the ratio of steps
-    1–5 to the baseline is measured precisely enough to exclude the seed's elevation."""
-    if section.get("elevated_until_step") != 0:
-        return False
-    ci = (section.get("ratio_first5_to_baseline") or {}).get("ci")
-    return ci is None or ci[1] >= SEED_FIRST5_RATIO
-
-
-@dataclass(frozen=True)
-class WhatIf:
-    params: CycleParams
-    model: CycleResult
-    tail: dict | None = None  # {"tail_tokens", "penalty_steps", "model": CycleResult.as_dict()}
-    exchange: dict | None = None  # ExchangeRate.as_dict() between the two compared thresholds
-    exchange_error: str | None = None
-    sensitivity: list[dict] | None = None  # T* and its region for each P asked for
-    scenarios: list[dict] | None = None  # compare_scenarios rows, the first the reference
-    preserved_tail_tokens: float = 0  # already added to `params.post_compaction`
-    disruption_steps: float = DEFAULT_DISRUPTION_STEPS
-
-
-def what_if(
-    *,
-    post_compaction_tokens: float,
-    growth_per_step: float,
-    summary_tokens: float,
-    penalty_steps: float,
-    thresholds: list[float] | None = None,
-    points: int = 200,
-    tail_tokens: float | None = None,
-    tail_penalty_steps: float = 0,
-    compare: tuple[float, float] | None = None,
-    penalties: list[float] | None = None,
-    preserved_tail_tokens: float = 0,
-    disruption_steps: float = DEFAULT_DISRUPTION_STEPS,
-    scenarios: list[Scenario] | None = None,
-) -> WhatIf:
-    """The compaction-cycle model for S, D, SUMM and P (with f(T)/f(T*), steps per cycle,
-    mean window and the share of steps in a `disruption_steps`-long degraded region at
-    `thresholds`), and on request: the same with a preserved verbatim tail, the price of one
-    avoided compaction between the two `compare` thresholds, the optimum's sensitivity to P
-    (`penalties`, plus the given P) and fixed `scenarios` side by side. A
-    `preserved_tail_tokens` raises S itself (P is then the P with that tail). The page and
-    the API both answer from here.
-
-    Raises CycleInputError naming the field; an impossible tail is named `tail_tokens` or
-    `preserved_tail_tokens`. An exchange rate that cannot be priced is reported in
-    `exchange_error`, not raised."""
-    params = CycleParams(post_compaction_tokens, growth_per_step, summary_tokens, penalty_steps)
-    params.validate()
-    if preserved_tail_tokens:
-        params = tail_scenario(params, preserved_tail_tokens, penalty_steps)
-        try:
-            params.validate()
-        except CycleInputError as exc:
-            raise CycleInputError("preserved_tail_tokens", f"S + tail: {exc}") from exc
-    model = evaluate(
-        params, thresholds=thresholds, points=points, disruption_steps=disruption_steps
-    )
-    tail = None
-    if tail_tokens:
-        tail_params = tail_scenario(params, tail_tokens, tail_penalty_steps or 0)
-        try:
-            tail_model = evaluate(tail_params).as_dict()
-        except CycleInputError as exc:
-            raise CycleInputError("tail_tokens", str(exc)) from exc
-        tail = {
-            "tail_tokens": tail_tokens,
-            "penalty_steps": tail_params.penalty_steps,
-            "model": tail_model,
-        }
-    exchange = exchange_error = None
-    if compare:
-        try:
-            exchange = exchange_rate(params, *compare).as_dict()
-        except CycleInputError as exc:
-            exchange_error = str(exc)
-    table = None
-    if penalties is not None:
-        table = sensitivity(params, sorted({*penalties, round(params.penalty_steps, 1)}))
-    compared = None
-    if scenarios:
-        base = CycleParams(post_compaction_tokens, growth_per_step, summary_tokens, penalty_steps)
-        compared = compare_scenarios(base, scenarios, disruption_steps)
-    return WhatIf(
-        params,
-        model,
-        tail,
-        exchange,
-        exchange_error,
-        table,
-        compared,
-        preserved_tail_tokens,
-        disruption_steps,
-    )
-
-
-def what_if_scenarios(base: CycleParams, scenarios: list[Scenario], disruption_steps: float):
-    """Fixed scenarios side by side under `base`'s D and SUMM (each its own T, tail and P)."""
-    return compare_scenarios(base, scenarios, disruption_steps)

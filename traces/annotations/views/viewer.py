@@ -1,72 +1,27 @@
-"""Pages: the trace viewer, marking, adjudication, queues and the divergence aggregates."""
+"""The run viewer's pages: the viewer itself, a call's full text, marking and adjudicating."""
 
 from __future__ import annotations
 
-import csv
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
-from django.http import HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from governance.errors import InputError
 from governance.htmx import htmx_partial, render_region
 from governance.models import Role
-from governance.views import WorkspaceListView, WorkspaceTemplateView
+from governance.views import WorkspaceTemplateView
 from specs.selectors.survival import attach_survival
 from traces.annotations import charts, selectors, services
-from traces.annotations.analysis import aggregates
 from traces.annotations.analysis.classes import FAILURE_CLASSES, class_label, restart_indicators
 from traces.annotations.analysis.steps import segments
-from traces.annotations.filters import DivergenceFilter, RunFilter, criteria_of
-from traces.annotations.forms import AdjudicateForm, MarkForm, QueueForm
+from traces.annotations.forms import AdjudicateForm, MarkForm
 from traces.annotations.models import (
-    AnnotationQueue,
     Divergence,
     MarkKind,
-    QueueAnnotator,
-    QueueStatus,
 )
-from traces.models import AgentKind, Run
-
-
-def _int(value, default=None):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def _window_param(request, default: int = 3) -> int:
-    value = _int(request.GET.get("window"), default)
-    return min(max(value, 0), 1000)
-
-
-def agent_label(agent) -> str:
-    if agent.kind == AgentKind.MAIN:
-        return "main"
-    return agent.description or agent.agent_type or agent.external_id[:16]
-
-
-def restart_url(workspace, session, failure_class: str | None) -> str | None:
-    """The specs restart-package builder, prefilled with the session and the indicators the
-    failure class suggests."""
-    try:
-        base = reverse("specs:package_create", args=[workspace.slug])
-    except NoReverseMatch:
-        return None
-    params = {"session": session.pk}
-    indicators = restart_indicators(failure_class or "")
-    if indicators:
-        params["indicators"] = ",".join(indicators)
-    return f"{base}?{urlencode(params, safe=',')}"
-
-
-# --- the viewer -----------------------------------------------------------------
+from traces.annotations.views.common import _int, _window_param, agent_label, restart_url
 
 
 class SessionViewerRedirect(WorkspaceTemplateView):
@@ -142,8 +97,8 @@ def save_mark(request, form, *, session, agent=None, run=None):
             evidence_call_indexes=data["evidence"],
             note=data["note"],
         )
-    except ValidationError as exc:
-        _add_errors(form, exc.message_dict)
+    except InputError as exc:
+        _add_errors(form, exc.field_errors)
         return None
     if mark.unchanged:
         messages.info(request, f"Your mark at call {mark.call_index} is unchanged.")
@@ -468,8 +423,8 @@ class AdjudicateView(WorkspaceTemplateView):
                         evidence_call_indexes=data.get("evidence") or [],
                         note=data.get("note") or "",
                     )
-                except ValidationError as exc:
-                    for field, errors in exc.message_dict.items():
+                except InputError as exc:
+                    for field, errors in exc.field_errors.items():
                         target = {"evidence_call_indexes": "evidence"}.get(field, field)
                         form.add_error(target if target in form.fields else None, errors)
                 else:
@@ -480,352 +435,3 @@ class AdjudicateView(WorkspaceTemplateView):
                     url = self.wreverse("annotations:run_viewer", session.pk, run.pk)
                     return redirect(f"{url}?at={final.call_index}#step-{final.call_index}")
         return render(request, self.template_name, self._context(run, form), status=400)
-
-
-# --- queues ------------------------------------------------------------------
-
-
-class QueueListView(WorkspaceTemplateView):
-    """Queues with their progress; reviewers and admins build new ones from a run filter."""
-
-    template_name = "annotations/queue_list.html"
-    write_role = services.QUEUE_BUILD_ROLE
-
-    def _builder(self, data=None, *, bind_form=False):
-        run_filter = RunFilter(
-            data, queryset=Run.objects.filter(workspace=self.workspace), request=self.request
-        )
-        members = selectors.annotators_for(workspace=self.workspace)
-        users = (
-            get_user_model().objects.filter(pk__in=members.values("user_id")).order_by("username")
-        )
-        initial = {"annotators": [m.user_id for m in members]}
-        if data is not None and not bind_form:  # a count preview keeps what was typed
-            initial.update({k: data[k] for k in QueueForm.base_fields if data.get(k)})
-            if data.getlist("annotators"):
-                initial["annotators"] = data.getlist("annotators")
-        form = QueueForm(data if bind_form else None, users=users, initial=initial)
-        matched = run_filter.qs.count() if data is not None and run_filter.is_valid() else None
-        return {"run_filter": run_filter, "form": form, "matched": matched}
-
-    def _page(self, request, builder, status=200):
-        page = Paginator(selectors.queues_for(workspace=self.workspace), 25).get_page(
-            request.GET.get("page")
-        )
-        can_build = self.membership.has_role(services.QUEUE_BUILD_ROLE)
-        context = self.get_context_data(
-            page_obj=page,
-            queues=page.object_list,
-            can_build=can_build,
-            can_annotate=selectors.can_annotate(membership=self.membership),
-            total_runs=Run.objects.filter(workspace=self.workspace).count(),
-            recent_sessions=selectors.recent_sessions(workspace=self.workspace),
-            open_assignments={
-                slot.item.queue_id: slot
-                for slot in selectors.open_assignments(workspace=self.workspace, user=request.user)
-            },
-            my_queues=set(
-                QueueAnnotator.objects.filter(
-                    queue__workspace=self.workspace, user=request.user
-                ).values_list("queue_id", flat=True)
-            ),
-            **(builder if can_build else {}),
-        )
-        return render(request, self.template_name, context, status=status)
-
-    def get(self, request, *args, **kwargs):
-        preview = "preview" in request.GET
-        builder = self._builder(request.GET if preview else None)
-        if preview and htmx_partial(request):
-            return render(request, f"{self.template_name}#preview", builder)
-        return self._page(request, builder)
-
-    def post(self, request, *args, **kwargs):
-        builder = self._builder(request.POST, bind_form=True)
-        run_filter, form = builder["run_filter"], builder["form"]
-        if run_filter.is_valid() and form.is_valid():
-            data = form.cleaned_data
-            try:
-                queue = services.queue_build(
-                    workspace=self.workspace,
-                    actor=request.user,
-                    name=data["name"],
-                    runs=run_filter.qs,
-                    criteria=criteria_of(run_filter),
-                    sample_size=data["sample_size"],
-                    annotators=list(data["annotators"]),
-                    annotators_per_run=data["annotators_per_run"],
-                    agreement_window=data["agreement_window"],
-                    seed=data.get("seed"),
-                )
-            except ValidationError as exc:
-                for field, errors in exc.message_dict.items():
-                    form.add_error(field if field in form.fields else None, errors)
-            else:
-                messages.success(
-                    request,
-                    f"Queue built: {queue.sample_size} of {queue.matched_runs} matching runs "
-                    f"(seed {queue.seed}).",
-                )
-                return redirect(self.wreverse("annotations:queue_detail", queue.pk))
-        return self._page(request, builder, status=400)
-
-
-class QueueDetailView(WorkspaceTemplateView):
-    template_name = "annotations/queue_detail.html"
-
-    def get_context_data(self, **kwargs):
-        queue = selectors.queue_get(workspace=self.workspace, pk=self.kwargs["pk"])
-        window = _window_param(self.request, queue.agreement_window)
-        agreement = selectors.queue_agreement(queue=queue, window=window)
-        is_member = queue.members.filter(user=self.request.user).exists()
-        is_admin = self.membership.has_role(Role.ADMIN)
-        for row in agreement.rows:
-            # An annotator sees others' ratings only once the run cannot come to them any more.
-            row["visible"] = selectors.marks_visible_to(
-                membership=self.membership,
-                marks=row["ratings"],
-                can_still_mark=is_member and len(row["ratings"]) < queue.annotators_per_run,
-            ).revealed
-        return super().get_context_data(
-            queue=queue,
-            progress=selectors.queue_progress(queue=queue),
-            agreement=agreement,
-            kappa=agreement.kappa,
-            steps=agreement.steps,
-            window=window,
-            is_member=is_member,
-            mine=selectors.open_assignment(queue=queue, user=self.request.user),
-            can_manage=self.membership.has_role(services.QUEUE_BUILD_ROLE),
-            is_admin=is_admin,
-            **kwargs,
-        )
-
-
-class QueueNextView(WorkspaceTemplateView):
-    """POST: take your next run (or your open one) and open it in the viewer."""
-
-    write_role = services.ANNOTATE_ROLE
-    http_method_names = ["post"]
-
-    def post(self, request, *args, **kwargs):
-        queue = selectors.queue_get(workspace=self.workspace, pk=kwargs["pk"])
-        return _go_next(self, request, queue)
-
-
-def _go_next(view, request, queue: AnnotationQueue):
-    try:
-        slot = services.queue_next(queue=queue, user=request.user)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-        return redirect(view.wreverse("annotations:queue_detail", queue.pk))
-    if slot is None:
-        messages.info(request, "Nothing left for you in this queue. Thank you!")
-        return redirect(view.wreverse("annotations:queue_detail", queue.pk))
-    run = slot.item.run
-    url = view.wreverse("annotations:run_viewer", run.session_id, run.pk)
-    return redirect(f"{url}?queue={queue.pk}")
-
-
-class QueueFinishView(WorkspaceTemplateView):
-    """POST: finish your open run with "no divergence", or skip it; then take the next."""
-
-    write_role = services.ANNOTATE_ROLE
-    http_method_names = ["post"]
-
-    def post(self, request, *args, **kwargs):
-        queue = selectors.queue_get(workspace=self.workspace, pk=kwargs["pk"])
-        outcome = request.POST.get("outcome")
-        run_id = _int(request.POST.get("run"))
-        try:
-            if outcome == "skip":
-                services.queue_skip(
-                    queue=queue,
-                    user=request.user,
-                    run_id=run_id,
-                    reason=request.POST.get("reason", ""),
-                )
-                messages.info(request, "Skipped; someone else will take that run.")
-            elif outcome == "no_divergence":
-                services.queue_no_divergence(queue=queue, user=request.user, run_id=run_id)
-                messages.success(request, "Recorded: no divergence in that run.")
-            else:
-                messages.error(request, "Choose no divergence or skip.")
-                return redirect(self.wreverse("annotations:queue_detail", queue.pk))
-        except ValidationError as exc:
-            messages.error(request, " ".join(exc.messages))
-            return redirect(self.wreverse("annotations:queue_detail", queue.pk))
-        return _go_next(self, request, queue)
-
-
-class QueueStatusView(WorkspaceTemplateView):
-    write_role = services.QUEUE_BUILD_ROLE
-    http_method_names = ["post"]
-
-    def post(self, request, *args, **kwargs):
-        queue = selectors.queue_get(workspace=self.workspace, pk=kwargs["pk"])
-        status = request.POST.get("status", "")
-        try:
-            services.queue_set_status(queue=queue, actor=request.user, status=status)
-        except ValidationError as exc:
-            messages.error(request, " ".join(exc.messages))
-        else:
-            messages.success(
-                request, "Queue closed." if status == QueueStatus.CLOSED else "Queue reopened."
-            )
-        return redirect(self.wreverse("annotations:queue_detail", queue.pk))
-
-
-# --- aggregates ---------------------------------------------------------------
-
-
-def _basis(request) -> str:
-    return "marks" if request.GET.get("basis") == "marks" else "resolved"
-
-
-def _band_width(request) -> int:
-    width = _int(request.GET.get("band"), aggregates.DEFAULT_BAND)
-    return width if width in aggregates.BAND_CHOICES else aggregates.DEFAULT_BAND
-
-
-class DivergenceListView(WorkspaceListView):
-    """Every current mark (filterable), with the aggregates over the filtered marks."""
-
-    template_name = "annotations/divergence_list.html"
-    filterset_class = DivergenceFilter
-    sort_fields = {
-        "created": "created_at",
-        "context": "context_tokens",
-        "class": "failure_class",
-        "call": "call_index",
-    }
-    default_sort = "-created"
-
-    def get_queryset(self):
-        return selectors.divergences_for(workspace=self.workspace)
-
-    def get_context_data(self, **kwargs):
-        context = super().get_context_data(**kwargs)
-        if htmx_partial(self.request):
-            return context
-        filterset = kwargs.get("filterset")
-        marks = (
-            filterset.qs
-            if filterset is not None and filterset.is_bound and filterset.is_valid()
-            else self.get_queryset()
-        )
-        width, basis, window = (
-            _band_width(self.request),
-            _basis(self.request),
-            _window_param(self.request),
-        )
-        report = selectors.band_report(marks=marks, width=width, basis=basis, window=window)
-        models = selectors.models_marked(points=report.points)
-        lab_model = self.request.GET.get("lab_model") or (models[0][0] if models else "")
-        lab = (
-            selectors.lab_report(workspace=self.workspace, points=report.points, model=lab_model)
-            if lab_model
-            else None
-        )
-        lab_fig = None
-        if lab and lab.comparison is not None:
-            lab_fig = charts.lab_figure(lab.reference, lab.family, lab.contexts, lab.comparison)
-        by_class = []
-        for slug, (label, _) in FAILURE_CLASSES.items():
-            values = [p.context for p in report.points if p.failure_class == slug]
-            if values:
-                d = aggregates.distribution(values)
-                by_class.append(
-                    {
-                        "slug": slug,
-                        "label": label,
-                        "n": d.n,
-                        "median": d.median,
-                        "q1": d.q1,
-                        "q3": d.q3,
-                    }
-                )
-        params = self.request.GET.copy()
-        for key in ("page", "sort"):
-            params.pop(key, None)
-        context.update(
-            report=report,
-            band_fig=charts.band_figure(report.table) if report.table.n else None,
-            dist_fig=charts.distribution_figure(
-                [p.context for p in report.points], report.distribution
-            )
-            if report.points
-            else None,
-            by_class=by_class,
-            class_labels={slug: label for slug, (label, _) in FAILURE_CLASSES.items()},
-            band_choices=aggregates.BAND_CHOICES,
-            band=width,
-            basis=basis,
-            window=window,
-            models=models,
-            lab_model=lab_model,
-            lab=lab,
-            lab_fig=lab_fig,
-            csv_query=params.urlencode(),
-            total_marks=Divergence.objects.filter(workspace=self.workspace).count(),
-            recent_sessions=selectors.recent_sessions(workspace=self.workspace),
-        )
-        return context
-
-
-class _CsvView(WorkspaceTemplateView):
-    filename = "data.csv"
-
-    def marks(self):
-        marks = selectors.divergences_for(workspace=self.workspace)
-        filterset = DivergenceFilter(self.request.GET or None, queryset=marks, request=self.request)
-        return filterset.qs if filterset.is_bound and filterset.is_valid() else marks
-
-    def rows(self):
-        raise NotImplementedError
-
-    def get(self, request, *args, **kwargs):
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{self.filename}"'
-        writer = csv.writer(response)
-        for row in self.rows():
-            writer.writerow(row)
-        return response
-
-
-class DivergencePointsCsv(_CsvView):
-    """One row per divergence counted by the aggregates (resolved per run, or every mark)."""
-
-    filename = "divergences.csv"
-
-    def rows(self):
-        points, _ = selectors.resolved(
-            marks=self.marks(), window=_window_param(self.request), basis=_basis(self.request)
-        )
-        runs = {
-            r.pk: r
-            for r in Run.objects.filter(pk__in=[p.run_id for p in points]).select_related("session")
-        }
-        yield ["mark_id", "kind", "session", "external_id", "run", "call_index", "failure_class",
-               "context_tokens", "model"]  # fmt: skip
-        for p in sorted(points, key=lambda p: (p.run_id, p.step)):
-            run = runs[p.run_id]
-            yield [
-                p.id, "adjudication" if p.adjudication else "mark", run.session_id,
-                run.session.external_id, p.run_id, p.step, p.failure_class, p.context, p.model,
-            ]  # fmt: skip
-
-
-class DivergenceBandsCsv(_CsvView):
-    filename = "divergence-by-band.csv"
-
-    def rows(self):
-        report = selectors.band_report(
-            marks=self.marks(),
-            width=_band_width(self.request),
-            basis=_basis(self.request),
-            window=_window_param(self.request),
-        )
-        yield ["band_lower", "band_upper", "n", *report.table.classes]
-        for band in report.table.bands:
-            yield [band.lower, band.upper, band.n, *(band.counts[c] for c in report.table.classes)]
