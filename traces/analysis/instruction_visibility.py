@@ -143,6 +143,41 @@ class _Tally:
         }
 
 
+@dataclass(frozen=True)
+class CallMatch:
+    """One call once matched: its visible thinking blocks (0: none) and whether their
+    joined text holds the instruction, exactly and normalised. Readers that match in the
+    database (docs/analytics.md) build these without reading every call's text."""
+
+    session: int | str
+    agent: int | str
+    order: int
+    delivered_at: int | None
+    blocks: int = 0
+    exact: bool = False
+    normalised: bool = False
+
+
+def visible_thinking(thinking: Iterable[str]) -> tuple[str, ...]:
+    """The thinking texts that count: the non-blank ones, in order."""
+    return tuple(t for t in thinking if t and t.strip())
+
+
+def _matched(matcher: Matcher, calls: Iterable[CallThinking]) -> Iterable[CallMatch]:
+    for call in calls:
+        texts = visible_thinking(call.thinking)
+        joined = "\n".join(texts)
+        yield CallMatch(
+            call.session,
+            call.agent,
+            call.order,
+            call.delivered_at,
+            len(texts),
+            bool(texts) and matcher.exact(joined),
+            bool(texts) and matcher.normalised(joined),
+        )
+
+
 def instruction_visibility(instruction: str, calls: Iterable[CallThinking]) -> dict:
     """Count the calls in whose visible thinking the instruction appears, overall, by
     session and by bin of turns since delivery. `calls` may be a generator: nothing but
@@ -150,6 +185,11 @@ def instruction_visibility(instruction: str, calls: Iterable[CallThinking]) -> d
     matcher = Matcher(instruction)
     if not matcher.usable:
         raise ValueError("The instruction has no letters or digits to match.")
+    return visibility_from_matches(matcher, _matched(matcher, calls))
+
+
+def visibility_from_matches(matcher: Matcher, calls: Iterable[CallMatch]) -> dict:
+    """The counts of `instruction_visibility` from calls already matched."""
     overall = _Tally()
     by_session: dict[int | str, _Tally] = {}
     by_bin = [_Tally() for _ in TURN_BINS]
@@ -164,20 +204,16 @@ def instruction_visibility(instruction: str, calls: Iterable[CallThinking]) -> d
         agents.add((call.session, call.agent))
         session = by_session.setdefault(call.session, _Tally())
         bucket = by_bin[turn_bin(call.order - call.delivered_at)]
-        texts = [t for t in call.thinking if t and t.strip()]
         tallies = (overall, session, bucket)
-        if not texts:
+        if not call.blocks:
             for tally in tallies:
                 tally.no_thinking += 1
             continue
-        joined = "\n".join(texts)
-        exact = matcher.exact(joined)
-        normalised = matcher.normalised(joined)
         for tally in tallies:
             tally.n += 1
-            tally.blocks += len(texts)
-            tally.exact += exact
-            tally.normalised += normalised
+            tally.blocks += call.blocks
+            tally.exact += call.exact
+            tally.normalised += call.normalised
     return {
         "instruction": matcher.exact_text,
         "normalised_instruction": matcher.normalised_text,
@@ -193,3 +229,29 @@ def instruction_visibility(instruction: str, calls: Iterable[CallThinking]) -> d
             for (low, high), tally in zip(TURN_BINS, by_bin, strict=True)
         ],
     }
+
+
+# Text stored in PostgreSQL cannot hold NUL: the readers that store text for matching in
+# the database put this private-use character in its place (neither a space, nor
+# punctuation, nor a symbol, so matching is unchanged for instructions without either).
+NUL_STAND_IN = "\ue000"
+
+
+@functools.cache
+def folds_to_ascii() -> str:
+    """The non-ASCII characters whose casefold holds an ASCII character (K → k, ß → ss,
+    ﬁ → fi): PostgreSQL's lower() under the C collation lowers ASCII only and misses them."""
+    return "".join(
+        chr(cp)
+        for cp in range(128, sys.maxunicode + 1)
+        if any(ord(ch) < 128 for ch in chr(cp).casefold())
+    )
+
+
+def prefilter_word(matcher: Matcher) -> str:
+    """The longest ASCII word of the normalised instruction ('' if none). A text whose
+    normalised form holds the instruction holds this word in its casefold (after links are
+    reduced to their text), so a database can skip the texts that lack it, lower()ed in
+    ASCII, unless they hold a link ("](") or a character of `folds_to_ascii`."""
+    words = [w for w in matcher.normalised_text.split(" ") if w.isascii()]
+    return max(words, key=len, default="")

@@ -1,6 +1,7 @@
 """Cached analytics results, one per workspace and filter set, tagged with the data version."""
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from governance.models import WorkspaceOwned
@@ -74,3 +75,61 @@ class CorrectionMatchCache(WorkspaceOwned):
 
     def __str__(self) -> str:
         return f"correction matches {self.key[:8]}"
+
+
+class InstructionVisibilityRun(WorkspaceOwned):
+    """One instruction-visibility count run as a job (workspaces past the on-request
+    limit): what was asked, the job that counts it, and its result once done."""
+
+    instruction = models.TextField(
+        blank=True, help_text="Free text looked for ('' for a ledger one)."
+    )
+    ledger_instruction = models.ForeignKey(
+        "contextfiles.Instruction",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    delivery = models.CharField(max_length=32)
+    filters = models.JSONField(default=dict)
+    job = models.ForeignKey(
+        "governance.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    result = models.JSONField(null=True, blank=True)
+    seconds = models.FloatField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"instruction visibility run {self.pk}"
+
+
+class CallTextExtract(models.Model):
+    """A call's text as instruction visibility matches it in the database (seed 000): its
+    visible thinking blocks joined by newlines, and the texts that can deliver an
+    instruction (prompt and compaction summary; tool results), uncompressed so that
+    `strpos` can skip the calls that cannot match. A derived, disposable cache written by
+    the count as it reads calls not yet extracted; `source_bytes` (the stored text's
+    length) marks a row stale when the call's text changes."""
+
+    call = models.OneToOneField(
+        "traces.Call",
+        primary_key=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_constraint=False,
+    )
+    source_bytes = models.PositiveIntegerField()
+    thinking = models.TextField(blank=True)
+    thinking_blocks = models.PositiveIntegerField(default=0)
+    prompt_texts = ArrayField(models.TextField(), default=list, blank=True)
+    result_texts = ArrayField(models.TextField(), default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"text extract of call {self.call_id}"

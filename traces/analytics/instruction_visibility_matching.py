@@ -1,0 +1,202 @@
+"""Instruction visibility matched in the database (seed 000): each call's text is extracted
+once into `CallTextExtract` (visible thinking joined, the texts that can deliver an
+instruction), then `strpos` decides exact matches and skips the texts that cannot match
+normalised; only the remaining candidates are read and matched in Python. The result is
+the same as matching every call's text (`traces.analysis.instruction_visibility`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import orjson
+import pandas as pd
+import zstandard
+from django.db import connection, transaction
+
+from traces.analysis.instruction_visibility import (
+    NUL_STAND_IN,
+    CallMatch,
+    Matcher,
+    folds_to_ascii,
+    prefilter_word,
+    visible_thinking,
+)
+
+CHUNK = 20_000  # call ids per query
+EXTRACT_CHUNK = 2_000  # texts decompressed and written per transaction
+
+_STALE = """
+SELECT ct.call_id, ct.data FROM traces_calltext ct
+LEFT JOIN analytics_calltextextract e ON e.call_id = ct.call_id
+WHERE ct.call_id = ANY(%s) AND (e.call_id IS NULL OR e.source_bytes <> octet_length(ct.data))
+"""
+_UPSERT = """
+INSERT INTO analytics_calltextextract
+    (call_id, source_bytes, thinking, thinking_blocks, prompt_texts, result_texts)
+SELECT call_id, source_bytes, thinking, thinking_blocks, prompt_texts, result_texts
+FROM iv_extract_load
+ON CONFLICT (call_id) DO UPDATE SET source_bytes = EXCLUDED.source_bytes,
+    thinking = EXCLUDED.thinking, thinking_blocks = EXCLUDED.thinking_blocks,
+    prompt_texts = EXCLUDED.prompt_texts, result_texts = EXCLUDED.result_texts
+"""
+
+
+def _stored(text) -> str:
+    return str(text or "").replace("\x00", NUL_STAND_IN)
+
+
+def extract_row(call_id: int, data: bytes, decompressor) -> tuple:
+    """The extract of one stored call text (zstd JSON, as the loader writes it)."""
+    text = orjson.loads(decompressor.decompress(data))
+    blocks = text.get("blocks") or ()
+    thinking = visible_thinking(
+        str(b.get("text") or "")
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "thinking"
+    )
+    prompt = [_stored(t) for t in (text.get("prompt"), text.get("summary")) if t]
+    results = [
+        _stored(r.get("content"))
+        for r in (text.get("results") or {}).values()
+        if isinstance(r, dict) and r.get("content")
+    ]
+    return (call_id, len(data), _stored("\n".join(thinking)), len(thinking), prompt, results)
+
+
+def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None = None) -> int:
+    """Extract the texts of these calls that have no extract yet, or a stale one; the
+    number extracted. `advance(k)` is told after each `k` calls checked."""
+    decompressor = zstandard.ZstdDecompressor()
+    written = 0
+    for start in range(0, len(call_ids), EXTRACT_CHUNK):
+        chunk = call_ids[start : start + EXTRACT_CHUNK]
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_STALE, [chunk])
+            rows = [extract_row(pk, bytes(data), decompressor) for pk, data in cursor.fetchall()]
+            if rows:
+                cursor.execute(
+                    "CREATE TEMP TABLE IF NOT EXISTS iv_extract_load "
+                    "(LIKE analytics_calltextextract) ON COMMIT DELETE ROWS"
+                )
+                with cursor.copy(
+                    "COPY iv_extract_load (call_id, source_bytes, thinking, thinking_blocks, "
+                    "prompt_texts, result_texts) FROM STDIN"
+                ) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+                cursor.execute(_UPSERT)
+                written += len(rows)
+        if advance:
+            advance(len(chunk))
+    return written
+
+
+class Prefilter:
+    """The SQL condition a text must meet to be worth matching normalised in Python."""
+
+    def __init__(self, matcher: Matcher):
+        self.word = prefilter_word(matcher)
+
+    def sql(self, column: str) -> tuple[str, list]:
+        if not self.word:
+            return "TRUE", []
+        return (
+            f"(strpos({column}, '](') > 0 OR strpos(lower({column} COLLATE \"C\"), %s) > 0 "
+            f"OR {column} ~ %s)",
+            [self.word, f"[{folds_to_ascii()}]"],
+        )
+
+
+def _chunks(ids: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), CHUNK):
+        yield ids[start : start + CHUNK]
+
+
+def window_matches(call_ids: list[int], matcher: Matcher) -> Iterator[tuple[int, str]]:
+    """(call id, 'prompt' or 'results') for the calls whose prompt or summary, else whose
+    tool results, hold the instruction (normalised match)."""
+    condition, params = Prefilter(matcher).sql("t")
+    query = (
+        "SELECT e.call_id, e.prompt_texts, e.result_texts FROM analytics_calltextextract e "
+        "WHERE e.call_id = ANY(%s) AND EXISTS (SELECT 1 FROM "
+        f"unnest(e.prompt_texts || e.result_texts) t WHERE {condition})"  # noqa: S608 (constant SQL)
+    )
+    with connection.cursor() as cursor:
+        for chunk in _chunks(call_ids):
+            cursor.execute(query, [chunk, *params])
+            for call_id, prompt, results in cursor.fetchall():
+                if matcher.in_window(prompt):
+                    yield call_id, "prompt"
+                elif matcher.in_window(results):
+                    yield call_id, "results"
+
+
+def delivered_at(calls: pd.DataFrame, matcher: Matcher, *, from_start: set) -> dict:
+    """Each agent's order at which the instruction entered its window: its first call for
+    the agents in `from_start`; else its first call whose prompt or summary holds it, or
+    the call after one whose tool results hold it, whichever comes first."""
+    first = calls.groupby("agent", sort=False)["order"].min()
+    delivered = {agent: int(first[agent]) for agent in from_start if agent in first.index}
+    rest = calls[~calls["agent"].isin(delivered)]
+    if not len(rest):
+        return delivered
+    where = {
+        pk: (agent, order)
+        for pk, agent, order in zip(
+            rest["id"].tolist(), rest["agent"].tolist(), rest["order"].tolist(), strict=True
+        )
+    }
+    orders = {
+        agent: np.sort(group.to_numpy(np.int64))
+        for agent, group in rest.groupby("agent", sort=False)["order"]
+    }
+    for call_id, source in window_matches(list(where), matcher):
+        agent, order = where[call_id]
+        if source == "results":
+            later = orders[agent]
+            position = int(np.searchsorted(later, order, side="right"))
+            if position == len(later):
+                continue
+            order = int(later[position])
+        if order < delivered.get(agent, order + 1):
+            delivered[agent] = order
+    return delivered
+
+
+def thinking_matches(call_ids: list[int], matcher: Matcher) -> dict[int, tuple[int, bool, bool]]:
+    """Call id → (visible thinking blocks, exact match, normalised match), for the calls
+    with visible thinking; exact matching is `strpos`, normalised is matched in Python on
+    the texts the prefilter keeps."""
+    condition, params = Prefilter(matcher).sql("e.thinking")
+    query = (
+        "SELECT e.call_id, e.thinking_blocks, strpos(e.thinking, %s) > 0, "
+        f"CASE WHEN {condition} THEN e.thinking END FROM analytics_calltextextract e "  # noqa: S608
+        "WHERE e.call_id = ANY(%s) AND e.thinking_blocks > 0"
+    )
+    out = {}
+    with connection.cursor() as cursor:
+        for chunk in _chunks(call_ids):
+            cursor.execute(query, [matcher.exact_text, *params, chunk])
+            for call_id, blocks, exact, candidate in cursor.fetchall():
+                normalised = candidate is not None and matcher.normalised(candidate)
+                out[call_id] = (blocks, bool(exact), normalised)
+    return out
+
+
+def call_matches(calls: pd.DataFrame, delivered: dict, matcher: Matcher) -> Iterator[CallMatch]:
+    """The selected calls as CallMatch: those in the window matched in the database."""
+    selected = calls[calls["selected"]]
+    first = selected["agent"].map(delivered)
+    inside = first.notna() & (selected["order"] >= first.fillna(0))
+    matched = thinking_matches(selected.loc[inside, "id"].tolist(), matcher)
+    none = (0, False, False)
+    for pk, session, agent, order in zip(
+        selected["id"].tolist(),
+        selected["session"].tolist(),
+        selected["agent"].tolist(),
+        selected["order"].tolist(),
+        strict=True,
+    ):
+        blocks, exact, normalised = matched.get(pk, none)
+        yield CallMatch(session, agent, order, delivered.get(agent), blocks, exact, normalised)
