@@ -15,10 +15,10 @@ import zstandard
 from django.db import connection, transaction
 
 from traces.analysis.instruction_visibility import (
+    FOLDS_TO_ASCII,
     NUL_STAND_IN,
     CallMatch,
     Matcher,
-    folds_to_ascii,
     prefilter_word,
     visible_thinking,
 )
@@ -104,7 +104,7 @@ class Prefilter:
         return (
             f"(strpos({column}, '](') > 0 OR strpos(lower({column} COLLATE \"C\"), %s) > 0 "
             f"OR {column} ~ %s)",
-            [self.word, f"[{folds_to_ascii()}]"],
+            [self.word, f"[{FOLDS_TO_ASCII}]"],
         )
 
 
@@ -118,9 +118,9 @@ def window_matches(call_ids: list[int], matcher: Matcher) -> Iterator[tuple[int,
     tool results, hold the instruction (normalised match)."""
     condition, params = Prefilter(matcher).sql("t")
     query = (
-        "SELECT e.call_id, e.prompt_texts, e.result_texts FROM analytics_calltextextract e "
+        "SELECT e.call_id, e.prompt_texts, e.result_texts FROM analytics_calltextextract e "  # noqa: S608
         "WHERE e.call_id = ANY(%s) AND EXISTS (SELECT 1 FROM "
-        f"unnest(e.prompt_texts || e.result_texts) t WHERE {condition})"  # noqa: S608 (constant SQL)
+        f"unnest(e.prompt_texts || e.result_texts) t WHERE {condition})"
     )
     with connection.cursor() as cursor:
         for chunk in _chunks(call_ids):
@@ -170,8 +170,8 @@ def thinking_matches(call_ids: list[int], matcher: Matcher) -> dict[int, tuple[i
     the texts the prefilter keeps."""
     condition, params = Prefilter(matcher).sql("e.thinking")
     query = (
-        "SELECT e.call_id, e.thinking_blocks, strpos(e.thinking, %s) > 0, "
-        f"CASE WHEN {condition} THEN e.thinking END FROM analytics_calltextextract e "  # noqa: S608
+        "SELECT e.call_id, e.thinking_blocks, strpos(e.thinking, %s) > 0, "  # noqa: S608
+        f"CASE WHEN {condition} THEN e.thinking END FROM analytics_calltextextract e "
         "WHERE e.call_id = ANY(%s) AND e.thinking_blocks > 0"
     )
     out = {}

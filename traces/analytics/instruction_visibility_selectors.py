@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from django.shortcuts import get_object_or_404
 
 from governance.errors import InputError
 from governance.models import Workspace
@@ -26,6 +27,7 @@ from traces.analytics.instruction_visibility_matching import (
     delivered_at,
     extract_missing,
 )
+from traces.analytics.models import InstructionVisibilityRun
 from traces.analytics.selectors import AnalyticsFilters, _runs_for_calls, selected_calls
 from traces.models import Call, Run, Session
 
@@ -266,3 +268,11 @@ def _ledger(row: Instruction | None) -> dict | None:
         "section": row.section,
         "line_start": row.line_start,
     }
+
+
+def instruction_visibility_run_get(*, workspace: Workspace, pk) -> InstructionVisibilityRun:
+    """One run of this workspace (404 for another workspace's or a missing one)."""
+    return get_object_or_404(
+        InstructionVisibilityRun.objects.filter(workspace=workspace).select_related("job"),
+        pk=pk,
+    )
