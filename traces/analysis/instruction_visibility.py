@@ -240,7 +240,7 @@ NUL_STAND_IN = "\ue000"
 # The non-ASCII characters whose casefold holds an ASCII character (K → k, ß → ss,
 # ﬁ → fi): PostgreSQL's lower() under the C collation lowers ASCII only and misses them.
 # `folds_to_ascii` computes them (a test checks this list against it).
-FOLDS_TO_ASCII = "ßİŉſǰẖẗẘẙẚẞKﬀﬁﬂﬃﬄﬅﬆ"
+FOLDS_TO_ASCII = "\u00df\u0130\u0149\u017f\u01f0\u1e96\u1e97\u1e98\u1e99\u1e9a\u1e9e\u212a\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06"
 
 
 def folds_to_ascii() -> str:

@@ -79,6 +79,7 @@ def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None =
                     "CREATE TEMP TABLE IF NOT EXISTS iv_extract_load "
                     "(LIKE analytics_calltextextract) ON COMMIT DELETE ROWS"
                 )
+                cursor.execute("DELETE FROM iv_extract_load")  # inside an outer transaction
                 with cursor.copy(
                     "COPY iv_extract_load (call_id, source_bytes, thinking, thinking_blocks, "
                     "prompt_texts, result_texts) FROM STDIN"
