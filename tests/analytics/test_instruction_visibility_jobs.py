@@ -223,3 +223,17 @@ def test_page_post_starts_a_run_and_shows_its_counts(workspace, members, client,
     expected = reference(planned)["overall"]
     assert f"{expected['exact']} of n = {expected['n']}" in page
     assert "Absence from visible reasoning does not prove" in page
+
+
+def test_the_schema_documents_the_job(api_for):
+    schema = api_for("viewer").get("/api/schema/?format=json").json()
+
+    def text(path, method):
+        return " ".join(schema["paths"][path][method]["description"].split())
+
+    caveat = "does not prove that the instruction had no influence"
+    assert "queues nothing" in text(URL, "get") and caveat in text(URL, "get")
+    assert "progress_total" in text(RUNS, "post") and caveat in text(RUNS, "post")
+    assert "202" in schema["paths"][RUNS]["post"]["responses"]
+    (run_path,) = [p for p in schema["paths"] if p.startswith(RUNS + "{")]
+    assert "null until the job has succeeded" in text(run_path, "get")

@@ -176,6 +176,23 @@ class InstructionVisibilityRunSerializer(serializers.Serializer):
         return request.build_absolute_uri(path) if request else path
 
 
+class InstructionVisibilityRunRequestSerializer(serializers.Serializer):
+    """For the schema: the body is read by the same checks as the GET's parameters."""
+
+    instruction = serializers.CharField(required=False, help_text="Free text to look for.")
+    ledger_instruction = serializers.IntegerField(
+        required=False, help_text="An instruction id from the ledger."
+    )
+    delivery = serializers.ChoiceField(choices=list(Delivery.CHOICES), required=False)
+    started_after = serializers.DateField(required=False)
+    started_before = serializers.DateField(required=False)
+    harness = serializers.CharField(required=False)
+    model = serializers.CharField(required=False)
+    project = serializers.CharField(required=False)
+    task_type = serializers.CharField(required=False)
+    exclude_forks = serializers.BooleanField(required=False)
+
+
 def _subject(request, params):
     return subject_for(
         workspace=request.workspace,
@@ -192,7 +209,7 @@ class InstructionVisibilityRunsView(APIView):
     @extend_schema(
         summary="Count instruction visibility in a job",
         description=RUN_DESCRIPTION,
-        request=None,
+        request=InstructionVisibilityRunRequestSerializer,
         responses={202: InstructionVisibilityRunSerializer},
     )
     def post(self, request):
