@@ -16,12 +16,7 @@ from tests.analytics.generated_instruction_visibility import (
     reference,
     transcripts,
 )
-from traces.analysis.instruction_visibility import (
-    FOLDS_TO_ASCII,
-    Matcher,
-    folds_to_ascii,
-    prefilter_word,
-)
+from traces.analysis.instruction_visibility import Matcher
 from traces.analytics.instruction_visibility_selectors import (
     instruction_visibility_for,
     subject_for,
@@ -96,10 +91,6 @@ def test_counts_match_the_reference_counter(workspace, seed):
     _check(again, expected, workspace)
 
 
-def test_folds_to_ascii_list_is_current():
-    assert folds_to_ascii() == FOLDS_TO_ASCII
-
-
 def _thinking_call(workspace, texts: list[str]):
     """A session whose calls have these thinking texts, delivered from the start."""
     lines = []
@@ -114,9 +105,10 @@ def _thinking_call(workspace, texts: list[str]):
     _ingest(workspace, {"tricky": b"\n".join(orjson.dumps(line) for line in lines) + b"\n"})
 
 
-def test_prefilter_keeps_every_text_python_matches(workspace):
+def test_hard_texts_match_in_the_database_as_in_python(workspace):
     """Texts whose normalised form holds the instruction only through a link, a ligature,
-    the Kelvin sign or ß: the database's prefilter must keep them all."""
+    the Kelvin sign or ß, and one with NUL: the stored normalised text matches as Python
+    matches the text itself."""
     instruction = "Keep the fixtures for the Straße tests"
     texts = [
         "keep the ﬁxtures for the straße tests",  # ligature fi
@@ -128,7 +120,6 @@ def test_prefilter_keeps_every_text_python_matches(workspace):
         instruction,
     ]
     matcher = Matcher(instruction)
-    assert prefilter_word(matcher) == "fixtures"
     _thinking_call(workspace, texts)
     subject = subject_for(workspace=workspace, instruction=instruction, delivery="session_start")
     result = instruction_visibility_for(

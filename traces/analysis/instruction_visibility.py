@@ -235,27 +235,3 @@ def visibility_from_matches(matcher: Matcher, calls: Iterable[CallMatch]) -> dic
 # the database put this private-use character in its place (neither a space, nor
 # punctuation, nor a symbol, so matching is unchanged for instructions without either).
 NUL_STAND_IN = "\ue000"
-
-
-# The non-ASCII characters whose casefold holds an ASCII character (K → k, ß → ss,
-# ﬁ → fi): PostgreSQL's lower() under the C collation lowers ASCII only and misses them.
-# `folds_to_ascii` computes them (a test checks this list against it).
-FOLDS_TO_ASCII = "\u00df\u0130\u0149\u017f\u01f0\u1e96\u1e97\u1e98\u1e99\u1e9a\u1e9e\u212a\ufb00\ufb01\ufb02\ufb03\ufb04\ufb05\ufb06"
-
-
-def folds_to_ascii() -> str:
-    """Every non-ASCII code point whose casefold holds an ASCII character (slow: ~1 s)."""
-    return "".join(
-        chr(cp)
-        for cp in range(128, sys.maxunicode + 1)
-        if any(ord(ch) < 128 for ch in chr(cp).casefold())
-    )
-
-
-def prefilter_word(matcher: Matcher) -> str:
-    """The longest ASCII word of the normalised instruction ('' if none). A text whose
-    normalised form holds the instruction holds this word in its casefold (after links are
-    reduced to their text), so a database can skip the texts that lack it, lower()ed in
-    ASCII, unless they hold a link ("](") or a character of `folds_to_ascii`."""
-    words = [w for w in matcher.normalised_text.split(" ") if w.isascii()]
-    return max(words, key=len, default="")

@@ -1,11 +1,13 @@
 """Instruction visibility matched in the database (seed 000): each call's text is extracted
-once into `CallTextExtract` (visible thinking joined, the texts that can deliver an
-instruction), then `strpos` decides exact matches and skips the texts that cannot match
-normalised; only the remaining candidates are read and matched in Python. The result is
-the same as matching every call's text (`traces.analysis.instruction_visibility`)."""
+once into `CallTextExtract` (visible thinking joined, as stored and normalised; the
+normalised texts that can deliver an instruction), then both exact and normalised matching
+are `strpos` in PostgreSQL: no call's text is read back into Python. The result is the
+same as matching every call's text (`traces.analysis.instruction_visibility`)."""
 
 from __future__ import annotations
 
+import unicodedata
+import zlib
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -15,53 +17,70 @@ import zstandard
 from django.db import connection, transaction
 
 from traces.analysis.instruction_visibility import (
-    FOLDS_TO_ASCII,
     NUL_STAND_IN,
     CallMatch,
     Matcher,
-    prefilter_word,
+    normalise,
     visible_thinking,
 )
 
 CHUNK = 20_000  # call ids per query
 EXTRACT_CHUNK = 2_000  # texts decompressed and written per transaction
+# What the stored normalised texts depend on: this revision of the extract, and the Unicode
+# tables that `normalise` reads; another value makes every extract stale.
+VERSION = zlib.crc32(f"extract 1, unicode {unicodedata.unidata_version}".encode())
+COLUMNS = (
+    "call_id, source_bytes, version, thinking, thinking_normalised, thinking_blocks, "
+    "prompt_normalised, result_normalised"
+)
 
 _STALE = """
 SELECT ct.call_id, ct.data FROM traces_calltext ct
 LEFT JOIN analytics_calltextextract e ON e.call_id = ct.call_id
-WHERE ct.call_id = ANY(%s) AND (e.call_id IS NULL OR e.source_bytes <> octet_length(ct.data))
+WHERE ct.call_id = ANY(%s::bigint[])
+  AND (e.call_id IS NULL OR e.source_bytes <> octet_length(ct.data) OR e.version <> %s)
 """
-_UPSERT = """
-INSERT INTO analytics_calltextextract
-    (call_id, source_bytes, thinking, thinking_blocks, prompt_texts, result_texts)
-SELECT call_id, source_bytes, thinking, thinking_blocks, prompt_texts, result_texts
-FROM iv_extract_load
+_UPSERT = f"""
+INSERT INTO analytics_calltextextract ({COLUMNS})
+SELECT {COLUMNS} FROM iv_extract_load
 ON CONFLICT (call_id) DO UPDATE SET source_bytes = EXCLUDED.source_bytes,
-    thinking = EXCLUDED.thinking, thinking_blocks = EXCLUDED.thinking_blocks,
-    prompt_texts = EXCLUDED.prompt_texts, result_texts = EXCLUDED.result_texts
-"""
+    version = EXCLUDED.version, thinking = EXCLUDED.thinking,
+    thinking_normalised = EXCLUDED.thinking_normalised,
+    thinking_blocks = EXCLUDED.thinking_blocks,
+    prompt_normalised = EXCLUDED.prompt_normalised,
+    result_normalised = EXCLUDED.result_normalised
+"""  # noqa: S608 (constant column names)
 
 
-def _stored(text) -> str:
-    return str(text or "").replace("\x00", NUL_STAND_IN)
+def _stored(text: str) -> str:
+    return text.replace("\x00", NUL_STAND_IN)
 
 
 def extract_row(call_id: int, data: bytes, decompressor) -> tuple:
     """The extract of one stored call text (zstd JSON, as the loader writes it)."""
     text = orjson.loads(decompressor.decompress(data))
-    blocks = text.get("blocks") or ()
-    thinking = visible_thinking(
+    visible = visible_thinking(
         str(b.get("text") or "")
-        for b in blocks
+        for b in text.get("blocks") or ()
         if isinstance(b, dict) and b.get("type") == "thinking"
     )
-    prompt = [_stored(t) for t in (text.get("prompt"), text.get("summary")) if t]
+    thinking = "\n".join(visible)
+    prompt = [_stored(normalise(str(t))) for t in (text.get("prompt"), text.get("summary")) if t]
     results = [
-        _stored(r.get("content"))
+        _stored(normalise(str(r.get("content"))))
         for r in (text.get("results") or {}).values()
         if isinstance(r, dict) and r.get("content")
     ]
-    return (call_id, len(data), _stored("\n".join(thinking)), len(thinking), prompt, results)
+    return (
+        call_id,
+        len(data),
+        VERSION,
+        _stored(thinking),
+        _stored(normalise(thinking)) if thinking else "",
+        len(visible),
+        [t for t in prompt if t],
+        [t for t in results if t],
+    )
 
 
 def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None = None) -> int:
@@ -72,7 +91,7 @@ def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None =
     for start in range(0, len(call_ids), EXTRACT_CHUNK):
         chunk = call_ids[start : start + EXTRACT_CHUNK]
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(_STALE, [chunk])
+            cursor.execute(_STALE, [chunk, VERSION])
             rows = [extract_row(pk, bytes(data), decompressor) for pk, data in cursor.fetchall()]
             if rows:
                 cursor.execute(
@@ -80,10 +99,7 @@ def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None =
                     "(LIKE analytics_calltextextract) ON COMMIT DELETE ROWS"
                 )
                 cursor.execute("DELETE FROM iv_extract_load")  # inside an outer transaction
-                with cursor.copy(
-                    "COPY iv_extract_load (call_id, source_bytes, thinking, thinking_blocks, "
-                    "prompt_texts, result_texts) FROM STDIN"
-                ) as copy:
+                with cursor.copy(f"COPY iv_extract_load ({COLUMNS}) FROM STDIN") as copy:
                     for row in rows:
                         copy.write_row(row)
                 cursor.execute(_UPSERT)
@@ -91,22 +107,6 @@ def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None =
         if advance:
             advance(len(chunk))
     return written
-
-
-class Prefilter:
-    """The SQL condition a text must meet to be worth matching normalised in Python."""
-
-    def __init__(self, matcher: Matcher):
-        self.word = prefilter_word(matcher)
-
-    def sql(self, column: str) -> tuple[str, list]:
-        if not self.word:
-            return "TRUE", []
-        return (
-            f"(strpos({column}, '](') > 0 OR strpos(lower({column} COLLATE \"C\"), %s) > 0 "
-            f"OR {column} ~ %s)",
-            [self.word, f"[{FOLDS_TO_ASCII}]"],
-        )
 
 
 def _chunks(ids: list[int]) -> Iterator[list[int]]:
@@ -117,20 +117,19 @@ def _chunks(ids: list[int]) -> Iterator[list[int]]:
 def window_matches(call_ids: list[int], matcher: Matcher) -> Iterator[tuple[int, str]]:
     """(call id, 'prompt' or 'results') for the calls whose prompt or summary, else whose
     tool results, hold the instruction (normalised match)."""
-    condition, params = Prefilter(matcher).sql("t")
     query = (
-        "SELECT e.call_id, e.prompt_texts, e.result_texts FROM analytics_calltextextract e "  # noqa: S608
-        "WHERE e.call_id = ANY(%s) AND EXISTS (SELECT 1 FROM "
-        f"unnest(e.prompt_texts || e.result_texts) t WHERE {condition})"
+        "SELECT call_id, by_prompt FROM (SELECT e.call_id, "
+        "EXISTS (SELECT 1 FROM unnest(e.prompt_normalised) t WHERE strpos(t, %(w)s) > 0) "
+        "AS by_prompt, "
+        "EXISTS (SELECT 1 FROM unnest(e.result_normalised) t WHERE strpos(t, %(w)s) > 0) "
+        "AS by_results FROM analytics_calltextextract e WHERE e.call_id = ANY(%(ids)s::bigint[])"
+        ") m WHERE by_prompt OR by_results"
     )
     with connection.cursor() as cursor:
         for chunk in _chunks(call_ids):
-            cursor.execute(query, [chunk, *params])
-            for call_id, prompt, results in cursor.fetchall():
-                if matcher.in_window(prompt):
-                    yield call_id, "prompt"
-                elif matcher.in_window(results):
-                    yield call_id, "results"
+            cursor.execute(query, {"w": matcher.normalised_text, "ids": chunk})
+            for call_id, by_prompt in cursor.fetchall():
+                yield call_id, "prompt" if by_prompt else "results"
 
 
 def delivered_at(calls: pd.DataFrame, matcher: Matcher, *, from_start: set) -> dict:
@@ -167,21 +166,18 @@ def delivered_at(calls: pd.DataFrame, matcher: Matcher, *, from_start: set) -> d
 
 def thinking_matches(call_ids: list[int], matcher: Matcher) -> dict[int, tuple[int, bool, bool]]:
     """Call id → (visible thinking blocks, exact match, normalised match), for the calls
-    with visible thinking; exact matching is `strpos`, normalised is matched in Python on
-    the texts the prefilter keeps."""
-    condition, params = Prefilter(matcher).sql("e.thinking")
+    with visible thinking, both matched by `strpos` on the extract."""
     query = (
-        "SELECT e.call_id, e.thinking_blocks, strpos(e.thinking, %s) > 0, "  # noqa: S608
-        f"CASE WHEN {condition} THEN e.thinking END FROM analytics_calltextextract e "
-        "WHERE e.call_id = ANY(%s) AND e.thinking_blocks > 0"
+        "SELECT e.call_id, e.thinking_blocks, strpos(e.thinking, %s) > 0, "
+        "strpos(e.thinking_normalised, %s) > 0 FROM analytics_calltextextract e "
+        "WHERE e.call_id = ANY(%s::bigint[]) AND e.thinking_blocks > 0"
     )
     out = {}
     with connection.cursor() as cursor:
         for chunk in _chunks(call_ids):
-            cursor.execute(query, [matcher.exact_text, *params, chunk])
-            for call_id, blocks, exact, candidate in cursor.fetchall():
-                normalised = candidate is not None and matcher.normalised(candidate)
-                out[call_id] = (blocks, bool(exact), normalised)
+            cursor.execute(query, [matcher.exact_text, matcher.normalised_text, chunk])
+            for call_id, blocks, exact, normalised in cursor.fetchall():
+                out[call_id] = (blocks, exact, normalised)
     return out
 
 

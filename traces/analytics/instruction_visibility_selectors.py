@@ -105,6 +105,8 @@ def subject_for(
         if not Matcher(quoted).usable:
             raise _refused("ledger_instruction", "This instruction has no letters or digits.")
         return Subject(quoted, delivery or Delivery.REPOSITORY, row)
+    if "\x00" in text:
+        raise _refused("instruction", "`instruction` must not contain NUL characters.")
     if len(text) > MAX_INSTRUCTION_CHARS:
         raise _refused(
             "instruction", f"`instruction` is at most {MAX_INSTRUCTION_CHARS:,} characters."

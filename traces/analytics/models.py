@@ -112,11 +112,12 @@ class InstructionVisibilityRun(WorkspaceOwned):
 
 class CallTextExtract(models.Model):
     """A call's text as instruction visibility matches it in the database (seed 000): its
-    visible thinking blocks joined by newlines, and the texts that can deliver an
-    instruction (prompt and compaction summary; tool results), uncompressed so that
-    `strpos` can skip the calls that cannot match. A derived, disposable cache written by
-    the count as it reads calls not yet extracted; `source_bytes` (the stored text's
-    length) marks a row stale when the call's text changes."""
+    visible thinking blocks joined by newlines, as stored and normalised
+    (`traces.analysis.instruction_visibility.normalise`), and the normalised texts that can
+    deliver an instruction (prompt and compaction summary; tool results), so that matching
+    is `strpos`. A derived, disposable cache written by the count as it reads calls not yet
+    extracted; `source_bytes` (the stored text's length) marks a row stale when the call's
+    text changes, `version` when the normalisation does (another Unicode version)."""
 
     call = models.OneToOneField(
         "traces.Call",
@@ -126,10 +127,12 @@ class CallTextExtract(models.Model):
         db_constraint=False,
     )
     source_bytes = models.PositiveIntegerField()
+    version = models.BigIntegerField()
     thinking = models.TextField(blank=True)
+    thinking_normalised = models.TextField(blank=True)
     thinking_blocks = models.PositiveIntegerField(default=0)
-    prompt_texts = ArrayField(models.TextField(), default=list, blank=True)
-    result_texts = ArrayField(models.TextField(), default=list, blank=True)
+    prompt_normalised = ArrayField(models.TextField(), default=list, blank=True)
+    result_normalised = ArrayField(models.TextField(), default=list, blank=True)
 
     def __str__(self) -> str:
         return f"text extract of call {self.call_id}"
