@@ -268,8 +268,8 @@ Instruction visibility (seed 000) counted as the job counts it (`instruction_vis
 without a call limit), cold (a new database connection), median of {args.repeat} runs, each
 way in turn in the same run. *Extract empty*: the first count, which decompresses every
 call's stored text once and writes its extract (`CallTextExtract`); *extract filled*: every
-later count (exact matches by `strpos` in PostgreSQL, normalised ones checked in Python on
-the texts that hold the instruction's longest word). *Floor*: one SQL `count(*)` of the
+later count (exact and normalised matches both `strpos` in PostgreSQL, on the stored
+thinking and its stored normalised form; counts summed with numpy). *Floor*: one SQL `count(*)` of the
 extracted thinking texts that hold the instruction (`strpos`) over the same calls: the least
 any count can cost once the text is extracted. *Previous*: main's on-request path before
 this change (every selected agent's text decompressed and matched in Python, call by call;

@@ -27,6 +27,8 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
 
 ALPHA = 0.05
@@ -224,6 +226,74 @@ def visibility_from_matches(matcher: Matcher, calls: Iterable[CallMatch]) -> dic
         "sessions_delivered": len(by_session),
         "agents_delivered": len(agents),
         "by_session": [{"session": key, **tally.as_dict()} for key, tally in by_session.items()],
+        "by_turns": [
+            {"turns": [low, high], "label": bin_label(low, high), **tally.as_dict()}
+            for (low, high), tally in zip(TURN_BINS, by_bin, strict=True)
+        ],
+    }
+
+
+def _tally_of(n: int, no_thinking: int, blocks: int, exact: int, normalised: int) -> _Tally:
+    tally = _Tally()
+    tally.n, tally.no_thinking, tally.blocks = int(n), int(no_thinking), int(blocks)
+    tally.exact, tally.normalised = int(exact), int(normalised)
+    return tally
+
+
+def visibility_from_arrays(
+    matcher: Matcher,
+    *,
+    session,
+    agent,
+    order,
+    delivered_at,
+    blocks,
+    exact,
+    normalised,
+) -> dict:
+    """`visibility_from_matches` over column arrays, one row a call (`delivered_at` NaN:
+    never delivered): the same counts, summed with numpy rather than call by call."""
+    session = np.asarray(session)
+    agent = np.asarray(agent)
+    order = np.asarray(order, dtype=np.float64)
+    delivered = np.asarray(delivered_at, dtype=np.float64)
+    blocks = np.asarray(blocks, dtype=np.int64)
+    exact = np.asarray(exact, dtype=bool)
+    normalised = np.asarray(normalised, dtype=bool)
+    inside = ~np.isnan(delivered) & (order >= np.nan_to_num(delivered, nan=np.inf))
+    has = inside & (blocks > 0)
+    columns = {
+        "n": has,
+        "no_thinking": inside & (blocks == 0),
+        "blocks": np.where(has, blocks, 0),
+        "exact": has & exact,
+        "normalised": has & normalised,
+    }
+    overall = _tally_of(*(int(v.sum()) for v in columns.values()))
+    lows = np.array([low for low, _ in TURN_BINS], dtype=np.float64)
+    bins = np.searchsorted(lows, np.where(inside, order - np.nan_to_num(delivered), 0), "right") - 1
+    by_bin = [
+        _tally_of(*(int(v[inside & (bins == b)].sum()) for v in columns.values()))
+        for b in range(len(TURN_BINS))
+    ]
+    frame = pd.DataFrame({k: v[inside] for k, v in columns.items()})
+    frame["session"] = session[inside]
+    sums = frame.groupby("session", sort=False).sum()
+    by_session = [
+        {"session": key.item() if hasattr(key, "item") else key, **_tally_of(*row).as_dict()}
+        for key, row in zip(sums.index, sums.itertuples(index=False), strict=True)
+    ]
+    pairs = pd.DataFrame({"s": session[inside], "a": agent[inside]}).drop_duplicates()
+    return {
+        "instruction": matcher.exact_text,
+        "normalised_instruction": matcher.normalised_text,
+        "method": METHOD,
+        "overall": overall.as_dict(),
+        "calls_outside_window": int((~inside).sum()),
+        "sessions": len(pd.unique(session)),
+        "sessions_delivered": len(sums),
+        "agents_delivered": len(pairs),
+        "by_session": by_session,
         "by_turns": [
             {"turns": [low, high], "label": bin_label(low, high), **tally.as_dict()}
             for (low, high), tally in zip(TURN_BINS, by_bin, strict=True)

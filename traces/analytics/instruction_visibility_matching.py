@@ -18,7 +18,6 @@ from django.db import connection, transaction
 
 from traces.analysis.instruction_visibility import (
     NUL_STAND_IN,
-    CallMatch,
     Matcher,
     normalise,
     visible_thinking,
@@ -28,7 +27,7 @@ CHUNK = 20_000  # call ids per query
 EXTRACT_CHUNK = 2_000  # texts decompressed and written per transaction
 # What the stored normalised texts depend on: this revision of the extract, and the Unicode
 # tables that `normalise` reads; another value makes every extract stale.
-VERSION = zlib.crc32(f"extract 1, unicode {unicodedata.unidata_version}".encode())
+VERSION = zlib.crc32(f"extract 2, unicode {unicodedata.unidata_version}".encode())
 COLUMNS = (
     "call_id, source_bytes, version, thinking, thinking_normalised, thinking_blocks, "
     "prompt_normalised, result_normalised"
@@ -78,8 +77,8 @@ def extract_row(call_id: int, data: bytes, decompressor) -> tuple:
         _stored(thinking),
         _stored(normalise(thinking)) if thinking else "",
         len(visible),
-        [t for t in prompt if t],
-        [t for t in results if t],
+        "\n".join(t for t in prompt if t),
+        "\n".join(t for t in results if t),
     )
 
 
@@ -118,12 +117,9 @@ def window_matches(call_ids: list[int], matcher: Matcher) -> Iterator[tuple[int,
     """(call id, 'prompt' or 'results') for the calls whose prompt or summary, else whose
     tool results, hold the instruction (normalised match)."""
     query = (
-        "SELECT call_id, by_prompt FROM (SELECT e.call_id, "
-        "EXISTS (SELECT 1 FROM unnest(e.prompt_normalised) t WHERE strpos(t, %(w)s) > 0) "
-        "AS by_prompt, "
-        "EXISTS (SELECT 1 FROM unnest(e.result_normalised) t WHERE strpos(t, %(w)s) > 0) "
-        "AS by_results FROM analytics_calltextextract e WHERE e.call_id = ANY(%(ids)s::bigint[])"
-        ") m WHERE by_prompt OR by_results"
+        "SELECT e.call_id, strpos(e.prompt_normalised, %(w)s) > 0 "
+        "FROM analytics_calltextextract e WHERE e.call_id = ANY(%(ids)s::bigint[]) "
+        "AND (strpos(e.prompt_normalised, %(w)s) > 0 OR strpos(e.result_normalised, %(w)s) > 0)"
     )
     with connection.cursor() as cursor:
         for chunk in _chunks(call_ids):
@@ -181,19 +177,28 @@ def thinking_matches(call_ids: list[int], matcher: Matcher) -> dict[int, tuple[i
     return out
 
 
-def call_matches(calls: pd.DataFrame, delivered: dict, matcher: Matcher) -> Iterator[CallMatch]:
-    """The selected calls as CallMatch: those in the window matched in the database."""
+def call_columns(calls: pd.DataFrame, delivered: dict, matcher: Matcher) -> dict:
+    """The selected calls as the columns `visibility_from_arrays` counts: those in the
+    window matched in the database."""
     selected = calls[calls["selected"]]
-    first = selected["agent"].map(delivered)
-    inside = first.notna() & (selected["order"] >= first.fillna(0))
-    matched = thinking_matches(selected.loc[inside, "id"].tolist(), matcher)
-    none = (0, False, False)
-    for pk, session, agent, order in zip(
-        selected["id"].tolist(),
-        selected["session"].tolist(),
-        selected["agent"].tolist(),
-        selected["order"].tolist(),
-        strict=True,
-    ):
-        blocks, exact, normalised = matched.get(pk, none)
-        yield CallMatch(session, agent, order, delivered.get(agent), blocks, exact, normalised)
+    first = selected["agent"].map(delivered).to_numpy(np.float64)
+    order = selected["order"].to_numpy(np.float64)
+    inside = ~np.isnan(first) & (order >= np.nan_to_num(first, nan=np.inf))
+    ids = selected["id"].to_numpy(np.int64)
+    matched = thinking_matches(ids[inside].tolist(), matcher)
+    blocks = np.zeros(len(ids), np.int64)
+    exact = np.zeros(len(ids), bool)
+    normalised = np.zeros(len(ids), bool)
+    if matched:
+        at = pd.Index(ids).get_indexer(list(matched))
+        values = np.array(list(matched.values()), dtype=np.int64)
+        blocks[at], exact[at], normalised[at] = values[:, 0], values[:, 1] > 0, values[:, 2] > 0
+    return {
+        "session": selected["session"].to_numpy(),
+        "agent": selected["agent"].to_numpy(),
+        "order": order,
+        "delivered_at": first,
+        "blocks": blocks,
+        "exact": exact,
+        "normalised": normalised,
+    }

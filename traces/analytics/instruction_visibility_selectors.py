@@ -19,11 +19,11 @@ from qualification.contextfiles.selectors import instruction_get
 from traces.analysis.instruction_visibility import (
     MAX_INSTRUCTION_CHARS,
     Matcher,
-    visibility_from_matches,
+    visibility_from_arrays,
     without_list_marker,
 )
 from traces.analytics.instruction_visibility_matching import (
-    call_matches,
+    call_columns,
     delivered_at,
     extract_missing,
 )
@@ -233,7 +233,7 @@ def instruction_visibility_for(
         else set(calls.loc[calls["session"].isin(loaded), "agent"].unique().tolist())
     )
     delivered = delivered_at(calls, matcher, from_start=from_start)
-    result = visibility_from_matches(matcher, call_matches(calls, delivered, matcher))
+    result = visibility_from_arrays(matcher, **call_columns(calls, delivered, matcher))
     labels = {
         row[0]: row
         for row in Session.objects.filter(

@@ -1,7 +1,6 @@
 """Cached analytics results, one per workspace and filter set, tagged with the data version."""
 
 from django.conf import settings
-from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from governance.models import WorkspaceOwned
@@ -131,8 +130,10 @@ class CallTextExtract(models.Model):
     thinking = models.TextField(blank=True)
     thinking_normalised = models.TextField(blank=True)
     thinking_blocks = models.PositiveIntegerField(default=0)
-    prompt_normalised = ArrayField(models.TextField(), default=list, blank=True)
-    result_normalised = ArrayField(models.TextField(), default=list, blank=True)
+    # Each text normalised, joined by newlines (a normalised text has none, so no match
+    # spans two texts).
+    prompt_normalised = models.TextField(blank=True)
+    result_normalised = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return f"text extract of call {self.call_id}"
