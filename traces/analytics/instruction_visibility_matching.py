@@ -55,30 +55,34 @@ def _stored(text: str) -> str:
     return text.replace("\x00", NUL_STAND_IN)
 
 
+def _normalised(texts) -> str:
+    """Each text normalised, joined by newlines (which no normalised text holds)."""
+    return "\n".join(t for t in (_stored(normalise(str(t))) for t in texts if t) if t)
+
+
+def _visible(blocks) -> tuple[str, ...]:
+    return visible_thinking(
+        str(b.get("text") or "")
+        for b in blocks or ()
+        if isinstance(b, dict) and b.get("type") == "thinking"
+    )
+
+
 def extract_row(call_id: int, data: bytes, decompressor) -> tuple:
     """The extract of one stored call text (zstd JSON, as the loader writes it)."""
     text = orjson.loads(decompressor.decompress(data))
-    visible = visible_thinking(
-        str(b.get("text") or "")
-        for b in text.get("blocks") or ()
-        if isinstance(b, dict) and b.get("type") == "thinking"
-    )
+    visible = _visible(text.get("blocks"))
     thinking = "\n".join(visible)
-    prompt = [_stored(normalise(str(t))) for t in (text.get("prompt"), text.get("summary")) if t]
-    results = [
-        _stored(normalise(str(r.get("content"))))
-        for r in (text.get("results") or {}).values()
-        if isinstance(r, dict) and r.get("content")
-    ]
+    results = (text.get("results") or {}).values()
     return (
         call_id,
         len(data),
         VERSION,
         _stored(thinking),
-        _stored(normalise(thinking)) if thinking else "",
+        _normalised([thinking]),
         len(visible),
-        "\n".join(t for t in prompt if t),
-        "\n".join(t for t in results if t),
+        _normalised([text.get("prompt"), text.get("summary")]),
+        _normalised(r.get("content") for r in results if isinstance(r, dict)),
     )
 
 
