@@ -12,6 +12,7 @@ JOB_KINDS = {
     "qualification_analysis": "Qualification analysis",
     "trial_upload": "Trial upload",
     "context_file_drift_check": "Context file drift check",
+    "instruction_visibility": "Instruction visibility count",
 }
 
 JOB_COUNTS = {

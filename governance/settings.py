@@ -228,6 +228,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "traces.compute_analytics": {"queue": "analysis"},
+    "analytics.*": {"queue": "analysis"},
     "audit.*": {"queue": "analysis"},
     "traces.derive_pending_sweep": {"queue": "maintenance"},
     "qualification.load_trials": {"queue": "ingest"},

@@ -239,3 +239,43 @@ def test_ledger_text_loses_its_list_marker():
     )
     assert without_list_marker("* [x] Done - really") == "Done - really"
     assert without_list_marker("Plain - text") == "Plain - text"
+
+
+def test_column_counts_equal_call_by_call_counts():
+    """`visibility_from_arrays` (the database path's counter) against the call-by-call one,
+    on random calls: delivered or not, before and after delivery, with and without thinking."""
+    import random
+
+    import numpy as np
+
+    from traces.analysis.instruction_visibility import (
+        CallMatch,
+        Matcher,
+        visibility_from_arrays,
+        visibility_from_matches,
+    )
+
+    rng = random.Random(18)
+    calls = []
+    for agent in range(40):
+        delivered = rng.choice([None, 0, 3, 30, 120])
+        for order in range(rng.choice([1, 5, 60, 200])):
+            blocks = rng.choice([0, 0, 1, 2, 3])
+            exact = blocks > 0 and rng.random() < 0.2
+            normalised = exact or (blocks > 0 and rng.random() < 0.1)
+            calls.append(CallMatch(agent % 7, agent, order, delivered, blocks, exact, normalised))
+    matcher = Matcher("Never commit directly to main.")
+    expected = visibility_from_matches(matcher, calls)
+    got = visibility_from_arrays(
+        matcher,
+        session=[c.session for c in calls],
+        agent=[c.agent for c in calls],
+        order=[c.order for c in calls],
+        delivered_at=[np.nan if c.delivered_at is None else c.delivered_at for c in calls],
+        blocks=[c.blocks for c in calls],
+        exact=[c.exact for c in calls],
+        normalised=[c.normalised for c in calls],
+    )
+    key = lambda row: row["session"]  # noqa: E731
+    assert sorted(got.pop("by_session"), key=key) == sorted(expected.pop("by_session"), key=key)
+    assert got == expected

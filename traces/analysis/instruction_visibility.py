@@ -27,6 +27,8 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
 
 ALPHA = 0.05
@@ -143,6 +145,41 @@ class _Tally:
         }
 
 
+@dataclass(frozen=True)
+class CallMatch:
+    """One call once matched: its visible thinking blocks (0: none) and whether their
+    joined text holds the instruction, exactly and normalised. Readers that match in the
+    database (docs/analytics.md) build these without reading every call's text."""
+
+    session: int | str
+    agent: int | str
+    order: int
+    delivered_at: int | None
+    blocks: int = 0
+    exact: bool = False
+    normalised: bool = False
+
+
+def visible_thinking(thinking: Iterable[str]) -> tuple[str, ...]:
+    """The thinking texts that count: the non-blank ones, in order."""
+    return tuple(t for t in thinking if t and t.strip())
+
+
+def _matched(matcher: Matcher, calls: Iterable[CallThinking]) -> Iterable[CallMatch]:
+    for call in calls:
+        texts = visible_thinking(call.thinking)
+        joined = "\n".join(texts)
+        yield CallMatch(
+            call.session,
+            call.agent,
+            call.order,
+            call.delivered_at,
+            len(texts),
+            bool(texts) and matcher.exact(joined),
+            bool(texts) and matcher.normalised(joined),
+        )
+
+
 def instruction_visibility(instruction: str, calls: Iterable[CallThinking]) -> dict:
     """Count the calls in whose visible thinking the instruction appears, overall, by
     session and by bin of turns since delivery. `calls` may be a generator: nothing but
@@ -150,6 +187,11 @@ def instruction_visibility(instruction: str, calls: Iterable[CallThinking]) -> d
     matcher = Matcher(instruction)
     if not matcher.usable:
         raise ValueError("The instruction has no letters or digits to match.")
+    return visibility_from_matches(matcher, _matched(matcher, calls))
+
+
+def visibility_from_matches(matcher: Matcher, calls: Iterable[CallMatch]) -> dict:
+    """The counts of `instruction_visibility` from calls already matched."""
     overall = _Tally()
     by_session: dict[int | str, _Tally] = {}
     by_bin = [_Tally() for _ in TURN_BINS]
@@ -164,20 +206,16 @@ def instruction_visibility(instruction: str, calls: Iterable[CallThinking]) -> d
         agents.add((call.session, call.agent))
         session = by_session.setdefault(call.session, _Tally())
         bucket = by_bin[turn_bin(call.order - call.delivered_at)]
-        texts = [t for t in call.thinking if t and t.strip()]
         tallies = (overall, session, bucket)
-        if not texts:
+        if not call.blocks:
             for tally in tallies:
                 tally.no_thinking += 1
             continue
-        joined = "\n".join(texts)
-        exact = matcher.exact(joined)
-        normalised = matcher.normalised(joined)
         for tally in tallies:
             tally.n += 1
-            tally.blocks += len(texts)
-            tally.exact += exact
-            tally.normalised += normalised
+            tally.blocks += call.blocks
+            tally.exact += call.exact
+            tally.normalised += call.normalised
     return {
         "instruction": matcher.exact_text,
         "normalised_instruction": matcher.normalised_text,
@@ -193,3 +231,77 @@ def instruction_visibility(instruction: str, calls: Iterable[CallThinking]) -> d
             for (low, high), tally in zip(TURN_BINS, by_bin, strict=True)
         ],
     }
+
+
+def _tally_of(n: int, no_thinking: int, blocks: int, exact: int, normalised: int) -> _Tally:
+    tally = _Tally()
+    tally.n, tally.no_thinking, tally.blocks = int(n), int(no_thinking), int(blocks)
+    tally.exact, tally.normalised = int(exact), int(normalised)
+    return tally
+
+
+def visibility_from_arrays(
+    matcher: Matcher,
+    *,
+    session,
+    agent,
+    order,
+    delivered_at,
+    blocks,
+    exact,
+    normalised,
+) -> dict:
+    """`visibility_from_matches` over column arrays, one row a call (`delivered_at` NaN:
+    never delivered): the same counts, summed with numpy rather than call by call."""
+    session = np.asarray(session)
+    agent = np.asarray(agent)
+    order = np.asarray(order, dtype=np.float64)
+    delivered = np.asarray(delivered_at, dtype=np.float64)
+    blocks = np.asarray(blocks, dtype=np.int64)
+    exact = np.asarray(exact, dtype=bool)
+    normalised = np.asarray(normalised, dtype=bool)
+    inside = ~np.isnan(delivered) & (order >= np.nan_to_num(delivered, nan=np.inf))
+    has = inside & (blocks > 0)
+    columns = {
+        "n": has,
+        "no_thinking": inside & (blocks == 0),
+        "blocks": np.where(has, blocks, 0),
+        "exact": has & exact,
+        "normalised": has & normalised,
+    }
+    overall = _tally_of(*(int(v.sum()) for v in columns.values()))
+    lows = np.array([low for low, _ in TURN_BINS], dtype=np.float64)
+    bins = np.searchsorted(lows, np.where(inside, order - np.nan_to_num(delivered), 0), "right") - 1
+    by_bin = [
+        _tally_of(*(int(v[inside & (bins == b)].sum()) for v in columns.values()))
+        for b in range(len(TURN_BINS))
+    ]
+    frame = pd.DataFrame({k: v[inside] for k, v in columns.items()})
+    frame["session"] = session[inside]
+    sums = frame.groupby("session", sort=False).sum()
+    by_session = [
+        {"session": key.item() if hasattr(key, "item") else key, **_tally_of(*row).as_dict()}
+        for key, row in zip(sums.index, sums.itertuples(index=False), strict=True)
+    ]
+    pairs = pd.DataFrame({"s": session[inside], "a": agent[inside]}).drop_duplicates()
+    return {
+        "instruction": matcher.exact_text,
+        "normalised_instruction": matcher.normalised_text,
+        "method": METHOD,
+        "overall": overall.as_dict(),
+        "calls_outside_window": int((~inside).sum()),
+        "sessions": len(pd.unique(session)),
+        "sessions_delivered": len(sums),
+        "agents_delivered": len(pairs),
+        "by_session": by_session,
+        "by_turns": [
+            {"turns": [low, high], "label": bin_label(low, high), **tally.as_dict()}
+            for (low, high), tally in zip(TURN_BINS, by_bin, strict=True)
+        ],
+    }
+
+
+# Text stored in PostgreSQL cannot hold NUL: the readers that store text for matching in
+# the database put this private-use character in its place (neither a space, nor
+# punctuation, nor a symbol, so matching is unchanged for instructions without either).
+NUL_STAND_IN = "\ue000"

@@ -1,16 +1,16 @@
 """Reads for instruction visibility (seed 000): the calls the analytics filters select,
-their delivery point for one instruction and their visible thinking, read from the calls'
-text in chunks; the counting is `traces.analysis.instruction_visibility`."""
+their delivery point for one instruction and their visible thinking, matched in the
+database (`instruction_visibility_matching`); the counting is
+`traces.analysis.instruction_visibility`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import orjson
 import pandas as pd
-import zstandard
+from django.shortcuts import get_object_or_404
 
 from governance.errors import InputError
 from governance.models import Workspace
@@ -18,17 +18,21 @@ from qualification.contextfiles.models import Instruction
 from qualification.contextfiles.selectors import instruction_get
 from traces.analysis.instruction_visibility import (
     MAX_INSTRUCTION_CHARS,
-    CallThinking,
     Matcher,
-    instruction_visibility,
+    visibility_from_arrays,
     without_list_marker,
 )
+from traces.analytics.instruction_visibility_matching import (
+    call_columns,
+    delivered_at,
+    extract_missing,
+)
+from traces.analytics.models import InstructionVisibilityRun
 from traces.analytics.selectors import AnalyticsFilters, _runs_for_calls, selected_calls
-from traces.models import Call, CallText, Run, Session
+from traces.models import Call, Run, Session
 
-TEXT_CHUNK = 1000
-# The text is read inside the request (50,000 calls took 2–5 s on a loaded 2-core
-# machine): past this many calls, narrow the filters.
+# Counted while a request waits up to this many calls reached; past it, in a job
+# (`instruction_visibility_services.instruction_visibility_start`).
 MAX_CALLS = 100_000
 
 
@@ -101,6 +105,8 @@ def subject_for(
         if not Matcher(quoted).usable:
             raise _refused("ledger_instruction", "This instruction has no letters or digits.")
         return Subject(quoted, delivery or Delivery.REPOSITORY, row)
+    if "\x00" in text:
+        raise _refused("instruction", "`instruction` must not contain NUL characters.")
     if len(text) > MAX_INSTRUCTION_CHARS:
         raise _refused(
             "instruction", f"`instruction` is at most {MAX_INSTRUCTION_CHARS:,} characters."
@@ -116,7 +122,22 @@ def _refused(field: str, message: str) -> InputError:
     return InputError(message, payload={"field": field})
 
 
-def _calls(workspace: Workspace, filters: AnalyticsFilters, max_calls: int) -> pd.DataFrame:
+class TooManyCalls(InputError):
+    """More calls than are counted while a request waits: count them in a job instead."""
+
+    def __init__(self, calls: int, limit: int):
+        self.calls = calls
+        self.limit = limit
+        super().__init__(
+            f"The filters reach {calls:,} calls; at most {limit:,} are counted while you "
+            "wait. Count them in the background (POST "
+            "/api/v1/analytics/instruction-visibility/runs/, or the page's button), or narrow "
+            "the dates, harness or project.",
+            payload={"field": "filters"},
+        )
+
+
+def _calls(workspace: Workspace, filters: AnalyticsFilters, max_calls: int | None) -> pd.DataFrame:
     """Every call of the agents the filters reach, in (session, agent, order), with
     `selected` marking the calls the filters select (the rest only carry delivery)."""
     columns = ["id", "session", "agent", "order", "session_index"]
@@ -154,67 +175,10 @@ def _calls(workspace: Workspace, filters: AnalyticsFilters, max_calls: int) -> p
         ],
         columns=columns,
     )
-    if len(every) > max_calls:
-        raise _refused(
-            "filters",
-            f"The filters reach {len(every):,} calls; at most {max_calls:,} are read per "
-            "request. Narrow the dates, harness or project.",
-        )
+    if max_calls is not None and len(every) > max_calls:
+        raise TooManyCalls(len(every), max_calls)
     every["selected"] = every["id"].isin(chosen["id"])
     return every.sort_values(["session", "agent", "order"], kind="stable")
-
-
-def _thinking(blocks) -> tuple[str, ...]:
-    return tuple(
-        str(b.get("text") or "")
-        for b in blocks or ()
-        if isinstance(b, dict) and b.get("type") == "thinking"
-    )
-
-
-def _results(text: dict) -> list[str]:
-    return [str(r.get("content") or "") for r in (text.get("results") or {}).values()]
-
-
-def _walk(calls: pd.DataFrame, subject: Subject, loaded_sessions: set[int]) -> Iterator:
-    """The selected calls as CallThinking, with each agent's delivery point found as its
-    calls are read in order: a prompt or compaction summary that holds the instruction
-    delivers it at that call; a tool result that holds it, at the agent's next call."""
-    matcher = Matcher(subject.text)
-    ids = calls["id"].tolist()
-    sessions = calls["session"].tolist()
-    agents = calls["agent"].tolist()
-    orders = calls["order"].tolist()
-    selected = calls["selected"].tolist()
-    delivered: dict[int, int] = {}
-    from_next_call: set[int] = set()
-    # One decompressor for the walk: building one per call (as `decompress_text` does)
-    # costs twice as much as decompressing and parsing a typical call's text.
-    decompressor = zstandard.ZstdDecompressor()
-    for start in range(0, len(ids), TEXT_CHUNK):
-        chunk = ids[start : start + TEXT_CHUNK]
-        texts = dict(CallText.objects.filter(call_id__in=chunk).values_list("call_id", "data"))
-        for offset, call_id in enumerate(chunk):
-            i = start + offset
-            session, agent, order = sessions[i], agents[i], orders[i]
-            data = texts.get(call_id)
-            text = orjson.loads(decompressor.decompress(bytes(data))) if data is not None else {}
-            if agent not in delivered:
-                if (
-                    subject.delivery == Delivery.SESSION_START
-                    or session in loaded_sessions
-                    or agent in from_next_call
-                    or matcher.in_window([text.get("prompt") or "", text.get("summary") or ""])
-                ):
-                    delivered[agent] = order
-                elif subject.delivery != Delivery.SESSION_START and matcher.in_window(
-                    _results(text)
-                ):
-                    from_next_call.add(agent)
-            if selected[i]:
-                yield CallThinking(
-                    session, agent, order, delivered.get(agent), _thinking(text.get("blocks"))
-                )
 
 
 def _repository_sessions(workspace: Workspace, session_ids, name: str) -> set[int]:
@@ -232,10 +196,17 @@ def _repository_sessions(workspace: Workspace, session_ids, name: str) -> set[in
 
 
 def instruction_visibility_for(
-    *, workspace: Workspace, filters: AnalyticsFilters, subject: Subject, max_calls=MAX_CALLS
+    *,
+    workspace: Workspace,
+    filters: AnalyticsFilters,
+    subject: Subject,
+    max_calls: int | None = MAX_CALLS,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> dict:
     """The counts for this instruction over the calls the filters select, with each
-    counted session's label and the delivery rule used."""
+    counted session's label and the delivery rule used. Past `max_calls` calls reached
+    (None: no limit) it raises TooManyCalls. `progress(stage, done, total)` is told as the
+    calls' texts are extracted."""
     calls = _calls(workspace, filters, max_calls)
     session_ids = calls["session"].unique().tolist()
     loaded = (
@@ -243,7 +214,26 @@ def instruction_visibility_for(
         if subject.delivery == Delivery.REPOSITORY
         else set()
     )
-    result = instruction_visibility(subject.text, _walk(calls, subject, loaded))
+    ids = calls["id"].tolist()
+    done = 0
+
+    def advance(k: int) -> None:
+        nonlocal done
+        done += k
+        if progress:
+            progress("extract", done, len(ids))
+
+    if progress:
+        progress("extract", 0, len(ids))
+    extract_missing(ids, advance)
+    matcher = Matcher(subject.text)
+    from_start = (
+        set(calls["agent"].unique().tolist())
+        if subject.delivery == Delivery.SESSION_START
+        else set(calls.loc[calls["session"].isin(loaded), "agent"].unique().tolist())
+    )
+    delivered = delivered_at(calls, matcher, from_start=from_start)
+    result = visibility_from_arrays(matcher, **call_columns(calls, delivered, matcher))
     labels = {
         row[0]: row
         for row in Session.objects.filter(
@@ -280,3 +270,11 @@ def _ledger(row: Instruction | None) -> dict | None:
         "section": row.section,
         "line_start": row.line_start,
     }
+
+
+def instruction_visibility_run_get(*, workspace: Workspace, pk) -> InstructionVisibilityRun:
+    """One run of this workspace (404 for another workspace's or a missing one)."""
+    return get_object_or_404(
+        InstructionVisibilityRun.objects.filter(workspace=workspace).select_related("job"),
+        pk=pk,
+    )

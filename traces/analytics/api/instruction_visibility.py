@@ -5,14 +5,17 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from governance.api.serializers import JobSerializer
 from governance.models import Role
 from traces.analytics.api.views import FILTER_PARAMETERS
 from traces.analytics.forms import AnalyticsFilterForm
 from traces.analytics.instruction_visibility_selectors import (
     Delivery,
     instruction_visibility_for,
+    instruction_visibility_run_get,
     subject_for,
 )
+from traces.analytics.instruction_visibility_services import instruction_visibility_start
 
 DESCRIPTION = """\
 How often one instruction appears in the visible thinking blocks of the calls whose window
@@ -37,8 +40,27 @@ the context file's repository, elsewhere as `recorded`.
 
 Absence from visible reasoning does not prove that the instruction had no influence.
 
-Computed on request from the calls' text (at most 100,000 calls per request; narrow the
-filters otherwise)."""
+Counted on request while the filters reach at most 100,000 calls (the agents' calls, selected
+or not, since delivery is found on all of them). Past that, this GET answers 400 (field
+`filters`) and queues nothing: start the count as a job with
+`POST /api/v1/analytics/instruction-visibility/runs/` (same parameters, in the body), then
+poll `GET /api/v1/analytics/instruction-visibility/runs/{id}/` for its job's progress and,
+once it has succeeded, the same result as this endpoint's.
+
+Matching reads each call's text once into a derived extract (visible thinking joined by
+newlines; prompt, compaction summary and tool results); exact matches are counted by the
+database (`strpos`), normalised matches are checked on the texts that hold the
+instruction's longest word."""
+
+RUN_DESCRIPTION = """Instruction visibility as a background job, for filters that reach more than 100,000 calls
+(any size is accepted). The body takes the parameters of
+`GET /api/v1/analytics/instruction-visibility/` (`instruction` or `ledger_instruction`,
+`delivery`, and the analytics filters); errors in them are a 400 naming the field, as
+there. The answer (202) is the run: its `job` (status, `progress_done` / `progress_total`
+calls read) and `result`, null until the job has succeeded. Poll
+`GET /api/v1/analytics/instruction-visibility/runs/{id}/`; the `result` then has the same
+shape as the GET endpoint's answer. Absence from visible reasoning does not prove that the
+instruction had no influence."""
 
 
 class _RateSerializer(serializers.Serializer):
@@ -132,3 +154,87 @@ class InstructionVisibilityView(APIView):
             workspace=request.workspace, filters=form.filters(), subject=subject
         )
         return Response(InstructionVisibilitySerializer(result).data)
+
+
+class InstructionVisibilityRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.SerializerMethodField()
+    instruction = serializers.CharField(help_text="The free text ('' for a ledger instruction).")
+    ledger_instruction = serializers.IntegerField(source="ledger_instruction_id", allow_null=True)
+    delivery = serializers.CharField()
+    filters = serializers.DictField()
+    job = JobSerializer(allow_null=True)
+    seconds = serializers.FloatField(help_text="Time the count took, once done.")
+    created_at = serializers.DateTimeField()
+    result = InstructionVisibilitySerializer(
+        allow_null=True, help_text="Null until the job has succeeded."
+    )
+
+    def get_url(self, run) -> str:
+        path = f"/api/v1/analytics/instruction-visibility/runs/{run.pk}/"
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
+class InstructionVisibilityRunRequestSerializer(serializers.Serializer):
+    """For the schema: the body is read by the same checks as the GET's parameters."""
+
+    instruction = serializers.CharField(required=False, help_text="Free text to look for.")
+    ledger_instruction = serializers.IntegerField(
+        required=False, help_text="An instruction id from the ledger."
+    )
+    delivery = serializers.ChoiceField(choices=list(Delivery.CHOICES), required=False)
+    started_after = serializers.DateField(required=False)
+    started_before = serializers.DateField(required=False)
+    harness = serializers.CharField(required=False)
+    model = serializers.CharField(required=False)
+    project = serializers.CharField(required=False)
+    task_type = serializers.CharField(required=False)
+    exclude_forks = serializers.BooleanField(required=False)
+
+
+def _subject(request, params):
+    return subject_for(
+        workspace=request.workspace,
+        instruction=params.get("instruction", ""),
+        ledger_instruction=params.get("ledger_instruction", ""),
+        delivery=params.get("delivery", ""),
+    )
+
+
+class InstructionVisibilityRunsView(APIView):
+    read_role = Role.VIEWER
+    write_role = Role.VIEWER  # asking for a count changes no data
+
+    @extend_schema(
+        summary="Count instruction visibility in a job",
+        description=RUN_DESCRIPTION,
+        request=InstructionVisibilityRunRequestSerializer,
+        responses={202: InstructionVisibilityRunSerializer},
+    )
+    def post(self, request):
+        params = request.data
+        form = AnalyticsFilterForm(params)
+        if not form.is_valid():
+            return Response(dict(form.errors), status=status.HTTP_400_BAD_REQUEST)
+        run = instruction_visibility_start(
+            workspace=request.workspace,
+            subject=_subject(request, params),
+            filters=form.filters(),
+            user=request.user,
+        )
+        data = InstructionVisibilityRunSerializer(run, context={"request": request}).data
+        return Response(data, status=status.HTTP_202_ACCEPTED)
+
+
+class InstructionVisibilityRunView(APIView):
+    read_role = Role.VIEWER
+
+    @extend_schema(
+        summary="An instruction-visibility job: progress, then result",
+        description=RUN_DESCRIPTION,
+        responses={200: InstructionVisibilityRunSerializer},
+    )
+    def get(self, request, pk: int):
+        run = instruction_visibility_run_get(workspace=request.workspace, pk=pk)
+        return Response(InstructionVisibilityRunSerializer(run, context={"request": request}).data)

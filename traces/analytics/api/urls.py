@@ -3,7 +3,11 @@
 from django.urls import path
 
 from traces.analytics.api import views
-from traces.analytics.api.instruction_visibility import InstructionVisibilityView
+from traces.analytics.api.instruction_visibility import (
+    InstructionVisibilityRunsView,
+    InstructionVisibilityRunView,
+    InstructionVisibilityView,
+)
 from traces.analytics.api.recommendations import CompactionRecommendationView
 
 urlpatterns = [
@@ -19,6 +23,16 @@ urlpatterns = [
         "analytics/instruction-visibility/",
         InstructionVisibilityView.as_view(),
         name="analytics-instruction-visibility",
+    ),
+    path(
+        "analytics/instruction-visibility/runs/",
+        InstructionVisibilityRunsView.as_view(),
+        name="analytics-instruction-visibility-runs",
+    ),
+    path(
+        "analytics/instruction-visibility/runs/<int:pk>/",
+        InstructionVisibilityRunView.as_view(),
+        name="analytics-instruction-visibility-run",
     ),
     path(
         "analysis/compaction-cycle/",
