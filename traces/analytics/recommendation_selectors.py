@@ -79,7 +79,8 @@ def setting_in_use(*, workspace: Workspace, model: str) -> dict | None:
 
 
 def _limit_ceiling(*, workspace: Workspace, model: str, workload: str) -> tuple[dict | None, str]:
-    """The approved limit's qualified ECL (its weakest family's) and reserve, or why none."""
+    """The approved limit's qualified ECL (its weakest family's), maximum context and reserve,
+    or why there is none."""
     active = active_limit_for_model_id(workspace=workspace, model_id=model, workload=workload)
     limit = active.limit
     if limit is None:
@@ -91,8 +92,9 @@ def _limit_ceiling(*, workspace: Workspace, model: str, workload: str) -> tuple[
         )
     family = active.weakest_family or {}
     ecl = family.get("ecl_tokens")
+    established = ecl is not None
     source = f"qualified ECL of the weakest family ({family.get('family') or 'unnamed'})"
-    if ecl is None:
+    if not established:
         ecl = limit.max_context_tokens
         source = (
             "the approved maximum context (the weakest family's ECL is not established: "
@@ -104,6 +106,7 @@ def _limit_ceiling(*, workspace: Workspace, model: str, workload: str) -> tuple[
         "workload": limit.qualification.workload.name,
         "model_name": limit.qualification.configuration.model_name,
         "ecl_tokens": int(ecl),
+        "ecl_established": established,  # False: ecl_tokens is the max context
         "ecl_source": source,
         "reserve_tokens": limit.reserve_tokens,
         "max_context_tokens": limit.max_context_tokens,
@@ -188,7 +191,9 @@ def compaction_recommendation(
             d=estimates["growth_per_step"],
             summ=estimates["summary"],
             p=estimates["penalty_steps"],
-            ecl_tokens=limit.get("ecl_tokens"),
+            # The ECL bounds it only when established (else it is the max context again).
+            ecl_tokens=limit.get("ecl_tokens") if limit.get("ecl_established") else None,
+            max_context_tokens=limit.get("max_context_tokens"),
             reserve_tokens=limit.get("reserve_tokens"),
             disruption_steps=answer.disruption["steps"],
             in_use=tokens,
