@@ -130,7 +130,9 @@ def test_a_limit_whose_max_context_is_below_the_optimum_clips_it_there():
         reserve_tokens=15_000, disruption_steps=30,
     )  # fmt: skip
     assert (alone.threshold, alone.clipped_by, alone.bounds) == (
-        135_000, "max_context", {"max_context": 135_000}
+        135_000,
+        "max_context",
+        {"max_context": 135_000},
     )
     assert alone.as_dict()["clipped_by"] == "max_context"
 
@@ -195,10 +197,14 @@ def test_a_ceiling_below_the_floor_or_claudes_range_is_said_plainly():
     "kwargs, field",
     [
         ({"ecl_tokens": 128_000, "reserve_tokens": 128_000}, "reserve_tokens"),
-        ({"ecl_tokens": None, "max_context_tokens": 64_000, "reserve_tokens": 64_000},
-         "reserve_tokens"),
-        ({"ecl_tokens": None, "max_context_tokens": 64_000, "reserve_tokens": None},
-         "reserve_tokens"),
+        (
+            {"ecl_tokens": None, "max_context_tokens": 64_000, "reserve_tokens": 64_000},
+            "reserve_tokens",
+        ),
+        (
+            {"ecl_tokens": None, "max_context_tokens": 64_000, "reserve_tokens": None},
+            "reserve_tokens",
+        ),
         ({"ecl_tokens": None, "reserve_tokens": None, "in_use": 60_000}, "in_use"),
     ],
 )
@@ -306,16 +312,17 @@ def test_a_limit_whose_max_context_is_below_the_optimum_clips_it_in_the_api_and_
     assert body["threshold"] == rec["ceiling"] == 51_200 and rec["clipped"] is True
     assert body["clipped_by"] == rec["clipped_by"] == "max_context"
     assert round(rec["optimum"]) == 219_970
-    page = client_for("viewer").get(
-        f"/w/{workspace.slug}/analytics/what-if/", {"model": MODEL, "task_type": "building"}
-    ).content.decode()
+    page = (
+        client_for("viewer")
+        .get(f"/w/{workspace.slug}/analytics/what-if/", {"model": MODEL, "task_type": "building"})
+        .content.decode()
+    )
     section = page.split('id="compaction-recommendation"', 1)[1].split("</section>", 1)[0]
     assert 'data-clipped-by="max_context"' in section
     assert "<strong>Clipped by the approved maximum context.</strong>" in section
     assert (
         "above the approved limit's maximum context 64k minus the approved reserve 12.8k: "
-        "51,200 tokens."
-        in section
+        "51,200 tokens." in section
     )
     assert "The qualified ECL 128k minus the reserve (115k) is higher." in section
     assert "/autocompact" not in section  # 51,200 is below Claude Code's 100,000
@@ -418,8 +425,7 @@ def test_what_if_and_limit_pages_show_the_setting_to_paste(workspace, limit_128k
     assert "<strong>Clipped by the qualified ECL.</strong> The cycle optimum is 220k" in section
     assert 'data-clipped-by="ecl"' in section
     assert (
-        "above the qualified ECL 128k minus the approved reserve 12.8k: 115,200 tokens."
-        in section
+        "above the qualified ECL 128k minus the approved reserve 12.8k: 115,200 tokens." in section
     )
     assert 'data-row="in-use"' in section and "350k" in section
     limit_page = client.get(
