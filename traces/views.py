@@ -36,7 +36,18 @@ class SessionListView(WorkspaceListView):
     def get_queryset(self):
         return selectors.sessions_for(workspace=self.workspace)
 
+    def get(self, request, *args, **kwargs):
+        response = super().get(request, *args, **kwargs)
+        if self.invalid_filters:
+            response.status_code = 400
+        return response
+
     def get_context_data(self, **kwargs):
+        filterset = kwargs["filterset"]
+        # Filters that cannot be applied list nothing (the base view would list everything).
+        self.invalid_filters = filterset.is_bound and not filterset.is_valid()
+        if self.invalid_filters:
+            return super().get_context_data(**{**kwargs, "object_list": []}, invalid_filters=True)
         sessions = list(kwargs.pop("object_list"))
         costs = pricing_selectors.sessions_costs(workspace=self.workspace, sessions=sessions)
         for session in sessions:

@@ -40,7 +40,7 @@ class InstructionVisibilityPage(WorkspaceTemplateView):
 
     def get_context_data(self, **kwargs):
         query = self.request.GET
-        filter_form = AnalyticsFilterForm(query or None)
+        filter_form = AnalyticsFilterForm(query or None, workspace=self.workspace)
         ledger = _ledger_choices(self.workspace)
         form = InstructionVisibilityForm(
             query or None, ledger=ledger, deliveries=list(Delivery.CHOICES.items())

@@ -48,17 +48,15 @@ class CompactionRecommendation:
 
 def setting_in_use(*, workspace: Workspace, model: str) -> dict | None:
     """The auto-compact threshold Codex reported (`auto_compact_token_limit` of
-    codex.conversation_starts) on the workspace's most recent sessions of `model` (a name
-    containing it, as the analytics filter matches): the most common value, with n."""
-    wanted = model.strip().lower()
+    codex.conversation_starts) on the workspace's most recent sessions of `model` (by its
+    whole name, as the analytics filter matches): the most common value, with n."""
+    wanted = model.strip()
     rows = (
         Session.objects.filter(workspace=workspace, auto_compact_token_limit__isnull=False)
         .order_by("-started_at", "-id")
         .values_list("model_names", "auto_compact_token_limit")[:TELEMETRY_SESSIONS]
     )
-    values = [
-        limit for names, limit in rows if any(wanted in str(name).lower() for name in (names or []))
-    ]
+    values = [limit for names, limit in rows if wanted in (names or [])]
     if not values:
         return None
     counts = Counter(values)

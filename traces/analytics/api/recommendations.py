@@ -20,7 +20,7 @@ paste into each harness.
 
 **How it is computed.** The compaction-cycle optimum T* (seed 001 §5.1: f(T) = [n(S+T)/2 +
 (T + SUMM) + P·S]/(n − P), n = (T − S)/D) on the workspace's measured S, D, SUMM and P: the
-cached analytics for exactly `model` (a model name containing it, as the analytics filter)
+cached analytics for exactly `model` (the whole model name, as the analytics filter)
 and `task_type`. T* is rounded to the nearest 1,000 tokens. Its interval is the percentile
 bootstrap of T* over joint replicates of the four parameters when the analytics have one,
 else the optimum at the parameters' interval ends (T* rises with each of them; both are in
@@ -120,7 +120,7 @@ class CompactionRecommendationView(APIView):
         summary="Recommended auto-compact threshold for a model and task type",
         description=DESCRIPTION,
         parameters=[
-            OpenApiParameter("model", str, required=True, description="Model name (contains)."),
+            OpenApiParameter("model", str, required=True, description="Model name (whole)."),
             OpenApiParameter(
                 "task_type", str, description="One of " + ", ".join(LABELS) + "; empty: all."
             ),
