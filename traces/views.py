@@ -27,6 +27,14 @@ from traces.services import (
     trace_uploads_receive,
 )
 
+PROJECT_CHARS = 26  # two lines of the narrow project column
+
+
+def project_tail(project: str) -> str:
+    """The end of a project path (its most telling part), at most PROJECT_CHARS long; the
+    list shows the whole path in the cell's title."""
+    return project if len(project) <= PROJECT_CHARS else "…" + project[-(PROJECT_CHARS - 1) :]
+
 
 class SessionListView(WorkspaceListView):
     template_name = "traces/session_list.html"
@@ -52,6 +60,7 @@ class SessionListView(WorkspaceListView):
         costs = pricing_selectors.sessions_costs(workspace=self.workspace, sessions=sessions)
         for session in sessions:
             session.cost = costs[session.pk]
+            session.project_tail = project_tail(session.project)
         # The cost column shows dollars only; its sources are named once above the table.
         sources = sorted(
             {

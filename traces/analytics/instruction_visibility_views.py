@@ -4,7 +4,6 @@ share of visible thinking by session and by turns since delivery out, computed o
 from __future__ import annotations
 
 from django.http import HttpResponse
-from django.urls import reverse
 
 from governance.errors import InputError
 from governance.models import Role
@@ -18,7 +17,7 @@ from traces.analytics.instruction_visibility_selectors import (
     subject_for,
 )
 from traces.analytics.post_compaction_views import _spreadsheet_safe
-from traces.analytics.views import THEMES, _csv_response
+from traces.analytics.views import _csv_response, theme_tabs
 
 SESSIONS_SHOWN = 100
 LEDGER_LABEL_CHARS = 90
@@ -69,9 +68,7 @@ class InstructionVisibilityPage(WorkspaceTemplateView):
             asked=asked,
             has_ledger=bool(ledger),
             result=result,
-            themes=[
-                (name, label, reverse(name, args=[self.workspace.slug])) for name, label in THEMES
-            ],
+            themes=theme_tabs(self.workspace),
             theme="analytics:instruction_visibility",
             **kwargs,
         )

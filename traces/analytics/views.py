@@ -29,17 +29,28 @@ from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_q
 from traces.pricing import charts as pricing_charts
 from traces.pricing.selectors import agent_type_costs, step_cost, usage_rows_cost
 
+# (url name, tab label, full name): short labels keep the tabs on one line at 1280 px;
+# the full name is the tab's title.
 THEMES = [
-    ("analytics:cost", "Cost of context"),
-    ("analytics:steps", "Steps per agent"),
-    ("analytics:compactions", "Compactions and threshold"),
-    ("analytics:coverage", "Reference coverage"),
-    ("analytics:incidents", "Incidents"),
-    ("analytics:post_compaction", "After compaction"),
-    ("analytics:survival", "Survival"),
-    ("analytics:instruction_visibility", "Instruction visibility"),
-    ("analytics:what_if", "What-if calculator"),
+    ("analytics:cost", "Cost", "Cost of context"),
+    ("analytics:steps", "Steps", "Steps per agent"),
+    ("analytics:compactions", "Compactions", "Compactions and threshold"),
+    ("analytics:coverage", "Coverage", "Reference coverage"),
+    ("analytics:incidents", "Incidents", "Incidents"),
+    ("analytics:post_compaction", "After compaction", "Behaviour after compaction"),
+    ("analytics:survival", "Survival", "What each compaction kept (survival audit)"),
+    ("analytics:instruction_visibility", "Instruction visibility", "Instruction visibility"),
+    ("analytics:what_if", "What-if", "What-if calculator"),
 ]
+
+
+def theme_tabs(workspace) -> list[tuple[str, str, str, str]]:
+    """The analytics tabs: (url name, label, full name, url)."""
+    return [
+        (name, label, title, reverse(name, args=[workspace.slug])) for name, label, title in THEMES
+    ]
+
+
 SEED_FALLBACK = CycleParams(65_588, 1_470, 4_382, 28)
 SEED_VALUES = {
     "post_compaction_tokens": "65588",
@@ -97,8 +108,8 @@ class AnalyticsPage(WorkspaceTemplateView):
             context.update(self.figures(result))
         return context
 
-    def themes(self) -> list[tuple[str, str, str]]:
-        return [(name, label, reverse(name, args=[self.workspace.slug])) for name, label in THEMES]
+    def themes(self) -> list[tuple[str, str, str, str]]:
+        return theme_tabs(self.workspace)
 
     def render_to_response(self, context, **response_kwargs):
         if context.get("invalid_filters"):
