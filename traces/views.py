@@ -33,7 +33,9 @@ PROJECT_CHARS = 26  # two lines of the narrow project column
 def project_tail(project: str) -> str:
     """The end of a project path (its most telling part), at most PROJECT_CHARS long; the
     list shows the whole path in the cell's title."""
-    return project if len(project) <= PROJECT_CHARS else "…" + project[-(PROJECT_CHARS - 1) :]
+    if len(project) <= PROJECT_CHARS:
+        return project
+    return "…\u2060" + project[-(PROJECT_CHARS - 1) :]  # a word joiner: no break after "…"
 
 
 class SessionListView(WorkspaceListView):
@@ -46,7 +48,7 @@ class SessionListView(WorkspaceListView):
 
     def get(self, request, *args, **kwargs):
         response = super().get(request, *args, **kwargs)
-        if self.invalid_filters:
+        if self.invalid_filters and not htmx_partial(request):  # htmx swaps only a 2xx in
             response.status_code = 400
         return response
 
