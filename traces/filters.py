@@ -5,6 +5,8 @@ sessions page and the sessions API."""
 import django_filters
 from django import forms
 from django.db.models import F, Lookup, Q
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 
 from governance.filters import sort_filter
 from traces.models import Harness, Session
@@ -111,6 +113,7 @@ class ModelChoiceField(forms.ChoiceField):
         super().validate(value)
 
 
+@extend_schema_field(OpenApiTypes.STR)  # a model name (the choices are per workspace)
 class ModelFilter(django_filters.Filter):
     """Sessions with a call to the chosen model (`ModelChoiceField`): the one model filter
     of the sessions page, the sessions API and the analytics."""
@@ -130,7 +133,7 @@ class IntegerFilter(django_filters.NumberFilter):
 class SessionFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="filter_text", label="Search")
     harness = django_filters.ChoiceFilter(choices=Harness.choices, empty_label="Any harness")
-    model = ModelFilter(label="Model")
+    model = ModelFilter(label="Model", method="filter_model")
     project = django_filters.CharFilter(method="filter_project", label="Project", max_length=300)
     started_after = django_filters.DateFilter(
         field_name="started_at", lookup_expr="date__gte", label="Started on or after",
@@ -178,6 +181,9 @@ class SessionFilter(django_filters.FilterSet):
 
     def filter_job(self, queryset, name, value):
         return queryset.filter(pk__in=sessions_of_job(job_id=value).values("pk"))
+
+    def filter_model(self, queryset, name, value):
+        return queryset.filter(sessions_with_model(value))
 
     def filter_project(self, queryset, name, value):
         return queryset.filter(text_contains("project", value))
