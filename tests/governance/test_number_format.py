@@ -58,7 +58,7 @@ def test_named_pages_show_one_number_format(page, login, seeded, screenshot):
         assert values and all(TOKENS.match(v) for v in values), (column, values)
     # One tokens column: "in · out" over "cache write · read" (the list fits 1280 px).
     tokens = [cell.split() for cell in cells(page, ".table-wrap table", 10)]
-    assert tokens and all(len(parts) == 7 for parts in tokens), tokens
+    assert tokens and all(len(parts) == 6 for parts in tokens), tokens
     values = [v for parts in tokens for v in parts if v != "·"]
     assert len(values) == 4 * len(tokens) and all(TOKENS.match(v) for v in values), values
 
