@@ -18,6 +18,18 @@ def sessions_for(*, workspace: Workspace) -> QuerySet[Session]:
     return Session.objects.filter(workspace=workspace)
 
 
+def workspace_models(*, workspace: Workspace) -> list[str]:
+    """The models the workspace's calls used, sorted: the union of the models kept per
+    session (`Session.model_names`), read over their distinct lists, never the calls."""
+    lists = (
+        Session.objects.filter(workspace=workspace)
+        .order_by()
+        .values_list("model_names", flat=True)
+        .distinct()
+    )
+    return sorted({str(name) for names in lists for name in (names or []) if name})
+
+
 def sessions_of_job(*, job_id: int) -> QuerySet[Session]:
     """Sessions that the files of an ingest job (read, or found already read) held calls of."""
     files = JobFile.objects.filter(job_id=job_id).values("file_id")

@@ -27,6 +27,16 @@ from traces.services import (
     trace_uploads_receive,
 )
 
+PROJECT_CHARS = 26  # two lines of the narrow project column
+
+
+def project_tail(project: str) -> str:
+    """The end of a project path (its most telling part), at most PROJECT_CHARS long; the
+    list shows the whole path in the cell's title."""
+    if len(project) <= PROJECT_CHARS:
+        return project
+    return "…\u2060" + project[-(PROJECT_CHARS - 1) :]  # a word joiner: no break after "…"
+
 
 class SessionListView(WorkspaceListView):
     template_name = "traces/session_list.html"
@@ -36,11 +46,23 @@ class SessionListView(WorkspaceListView):
     def get_queryset(self):
         return selectors.sessions_for(workspace=self.workspace)
 
+    def get(self, request, *args, **kwargs):
+        response = super().get(request, *args, **kwargs)
+        if self.invalid_filters and not htmx_partial(request):  # htmx swaps only a 2xx in
+            response.status_code = 400
+        return response
+
     def get_context_data(self, **kwargs):
+        filterset = kwargs["filterset"]
+        # Filters that cannot be applied list nothing (the base view would list everything).
+        self.invalid_filters = filterset.is_bound and not filterset.is_valid()
+        if self.invalid_filters:
+            return super().get_context_data(**{**kwargs, "object_list": []}, invalid_filters=True)
         sessions = list(kwargs.pop("object_list"))
         costs = pricing_selectors.sessions_costs(workspace=self.workspace, sessions=sessions)
         for session in sessions:
             session.cost = costs[session.pk]
+            session.project_tail = project_tail(session.project)
         # The cost column shows dollars only; its sources are named once above the table.
         sources = sorted(
             {

@@ -1,6 +1,10 @@
 """Shared set-up for the compaction recommendation tests: an approved limit whose weakest
 family's qualified ECL is 128k, held with a 12.8k (10%) reserve, and a stored analytics
-result carrying seed 001's measured cycle parameters."""
+result carrying seed 001's measured cycle parameters.
+
+A low-consequence qualification proposes the ECL itself (no margin), so `limit_128k` has
+a 128k maximum context: both bounds are 115.2k. `limit_64k` is the usual medium-consequence
+limit (×0.75 of 128k, down to the 64k stratum), whose maximum context binds first."""
 
 from __future__ import annotations
 
@@ -25,7 +29,10 @@ SEED = {"S": 65_588, "D": 1_470, "SUMM": 4_382, "P": 28}
 SEED_CI = {"S": (61_000, 70_100), "D": (1_402, 1_533), "SUMM": (4_100, 4_690), "P": (24, 33)}
 
 
-def approve_limit(workspace, members, run_on_commit, *, model=MODEL, reserve=12_800):
+def approve_limit(
+    workspace, members, run_on_commit, *, model=MODEL, reserve=12_800, max_context=128_000,
+    consequence="low",
+):  # fmt: skip
     qualification = qualification_services.qualification_create(
         workspace=workspace,
         name="Sweep 128k",
@@ -33,7 +40,7 @@ def approve_limit(workspace, members, run_on_commit, *, model=MODEL, reserve=12_
         configuration={"decoding": {"temperature": 0}, "harness_version": "h1"},
         workload={"name": "repo", "version": "1", "families": list(CURVES)},
         threshold=0.85,
-        consequence="medium",
+        consequence=consequence,
         strata=STRATA,
         actor=members["editor"],
     )
@@ -51,9 +58,9 @@ def approve_limit(workspace, members, run_on_commit, *, model=MODEL, reserve=12_
         actor=members["editor"],
         name="Sonnet 4.5 agents",
         values={
-            "max_context_tokens": 64_000,
+            "max_context_tokens": max_context,
             "reserve_tokens": reserve,
-            "max_initial_assembly_tokens": 64_000 - reserve,
+            "max_initial_assembly_tokens": max_context - reserve,
         },
     )
     return qualification_services.operating_limit_approve(
@@ -100,3 +107,10 @@ def store_parameters(workspace, *, model=MODEL, task_type="building", section=No
 @pytest.fixture
 def limit_128k(workspace, members, run_on_commit):
     return approve_limit(workspace, members, run_on_commit)
+
+
+@pytest.fixture
+def limit_64k(workspace, members, run_on_commit):
+    return approve_limit(
+        workspace, members, run_on_commit, max_context=64_000, consequence="medium"
+    )

@@ -168,7 +168,11 @@ def test_stored_facts_equal_the_texts_and_the_planted_truth(workspace, generated
 
 @pytest.mark.parametrize(
     "filters",
-    [AnalyticsFilters(), AnalyticsFilters(task_type="building"), AnalyticsFilters(model="sonnet")],
+    [
+        AnalyticsFilters(),
+        AnalyticsFilters(task_type="building"),
+        AnalyticsFilters(model="claude-sonnet-4-5"),
+    ],
     ids=["all", "task type", "model"],
 )
 def test_section_is_the_same_as_from_the_texts(workspace, generated, filters):

@@ -15,6 +15,7 @@ from tests.analytics.recommendation_fixtures import (
     SEED,
     SEED_CI,
     approve_limit,
+    limit_64k,
     limit_128k,
     seed_parameters,
     store_parameters,
@@ -28,7 +29,7 @@ from traces.analysis.recommendation import (
 )
 from traces.models import Harness, Session
 
-__all__ = ["limit_128k"]
+__all__ = ["limit_64k", "limit_128k"]
 URL = "/api/v1/recommendations/compaction/"
 
 
@@ -84,6 +85,56 @@ def test_a_ceiling_above_the_optimum_does_not_clip():
         **seed_estimates(False), ecl_tokens=400_000, reserve_tokens=40_000, disruption_steps=30
     )
     assert (answer.threshold, answer.clipped, answer.ceiling) == (220_000, False, 360_000)
+    assert answer.clipped_by is None and answer.bounds == {"ecl": 360_000}
+    both = recommend(
+        **seed_estimates(False), ecl_tokens=400_000, max_context_tokens=300_000,
+        reserve_tokens=40_000, disruption_steps=30,
+    )  # fmt: skip
+    assert (both.threshold, both.clipped, both.clipped_by) == (220_000, False, None)
+    assert both.bounds == {"ecl": 360_000, "max_context": 260_000} and both.ceiling == 260_000
+
+
+def test_a_limit_whose_max_context_is_below_the_optimum_clips_it_there():
+    """The ECL (400k − 20k) leaves the 220k optimum alone; the limit's own maximum context
+    (200k − the same 20k reserve) does not: 180k, clipped by the maximum context."""
+    answer = recommend(
+        **seed_estimates(False), ecl_tokens=400_000, max_context_tokens=200_000,
+        reserve_tokens=20_000, disruption_steps=30, in_use=250_000,
+    )  # fmt: skip
+    assert answer.bounds == {"ecl": 380_000, "max_context": 180_000}
+    assert (answer.threshold, answer.ceiling, answer.clipped) == (180_000, 180_000, True)
+    assert answer.clipped_by == "max_context"
+    assert answer.claude["command"] == "/autocompact 180000"
+    assert answer.codex["setting"] == "model_auto_compact_token_limit = 180000"
+    assert answer.recommended.tokens_per_1000_steps == pytest.approx(
+        1000 * f(180_000, 65_588, 1_470, 4_382, 28)
+    )
+    assert answer.notes == [
+        "The setting in use (250,000) lets the context pass the approved limit's maximum "
+        "context minus the reserve (180,000)."
+    ]
+    # The ECL binds when it is the lower bound, and names a tie.
+    ecl = recommend(
+        **seed_estimates(False), ecl_tokens=128_000, max_context_tokens=200_000,
+        reserve_tokens=12_800, disruption_steps=30,
+    )  # fmt: skip
+    assert (ecl.threshold, ecl.clipped_by) == (115_200, "ecl")
+    tie = recommend(
+        **seed_estimates(False), ecl_tokens=128_000, max_context_tokens=128_000,
+        reserve_tokens=12_800, disruption_steps=30,
+    )  # fmt: skip
+    assert (tie.threshold, tie.clipped_by) == (115_200, "ecl")
+    # Without an established ECL, the maximum context alone bounds it.
+    alone = recommend(
+        **seed_estimates(False), ecl_tokens=None, max_context_tokens=150_000,
+        reserve_tokens=15_000, disruption_steps=30,
+    )  # fmt: skip
+    assert (alone.threshold, alone.clipped_by, alone.bounds) == (
+        135_000,
+        "max_context",
+        {"max_context": 135_000},
+    )
+    assert alone.as_dict()["clipped_by"] == "max_context"
 
 
 def test_the_interval_is_the_optimum_at_the_interval_ends_or_the_bootstrap():
@@ -146,6 +197,14 @@ def test_a_ceiling_below_the_floor_or_claudes_range_is_said_plainly():
     "kwargs, field",
     [
         ({"ecl_tokens": 128_000, "reserve_tokens": 128_000}, "reserve_tokens"),
+        (
+            {"ecl_tokens": None, "max_context_tokens": 64_000, "reserve_tokens": 64_000},
+            "reserve_tokens",
+        ),
+        (
+            {"ecl_tokens": None, "max_context_tokens": 64_000, "reserve_tokens": None},
+            "reserve_tokens",
+        ),
         ({"ecl_tokens": None, "reserve_tokens": None, "in_use": 60_000}, "in_use"),
     ],
 )
@@ -173,6 +232,9 @@ def test_api_gives_the_seed_recommendation_clipped_by_the_approved_limit(
     rec = body["recommendation"]
     assert body["status"] == "ok" and body["threshold"] == 115_200
     assert rec["clipped"] is True and rec["ceiling"] == 115_200
+    # A 128k maximum context minus the reserve is the same: the ECL names the tie.
+    assert body["clipped_by"] == rec["clipped_by"] == "ecl"
+    assert rec["bounds"] == {"ecl": 115_200, "max_context": 115_200}
     assert round(rec["optimum"]) == 219_970
     assert rec["optimum_interval"] == [190_000.0, 251_000.0]
     assert rec["optimum_interval_method"] == BOOTSTRAP
@@ -234,6 +296,36 @@ def test_api_without_an_approved_limit_gives_the_optimum_unclipped_and_says_so(w
         f"no approved operating limit for {MODEL}: the optimum is not clipped. Propose and "
         "approve one under Qualification → Operating limits."
     ]
+
+
+@pytest.mark.django_db
+def test_a_limit_whose_max_context_is_below_the_optimum_clips_it_in_the_api_and_the_page(
+    workspace, limit_64k, api_for, client_for
+):
+    """The usual medium-consequence limit: ECL 128k, maximum context 64k (×0.75 down to a
+    tested stratum), reserve 12.8k. The optimum (220k) stays at or below 64k − 12.8k."""
+    store_parameters(workspace)
+    body = get(api_for("viewer"), model=MODEL, task_type="building").json()
+    rec = body["recommendation"]
+    assert body["limit"]["max_context_tokens"] == 64_000 and body["limit"]["ecl_tokens"] == 128_000
+    assert rec["bounds"] == {"ecl": 115_200, "max_context": 51_200}
+    assert body["threshold"] == rec["ceiling"] == 51_200 and rec["clipped"] is True
+    assert body["clipped_by"] == rec["clipped_by"] == "max_context"
+    assert round(rec["optimum"]) == 219_970
+    page = (
+        client_for("viewer")
+        .get(f"/w/{workspace.slug}/analytics/what-if/", {"model": MODEL, "task_type": "building"})
+        .content.decode()
+    )
+    section = page.split('id="compaction-recommendation"', 1)[1].split("</section>", 1)[0]
+    assert 'data-clipped-by="max_context"' in section
+    assert "<strong>Clipped by the approved maximum context.</strong>" in section
+    assert (
+        "above the approved limit's maximum context 64k minus the approved reserve 12.8k: "
+        "51,200 tokens." in section
+    )
+    assert "The qualified ECL 128k minus the reserve (115k) is higher." in section
+    assert "/autocompact" not in section  # 51,200 is below Claude Code's 100,000
 
 
 @pytest.mark.django_db
@@ -330,8 +422,11 @@ def test_what_if_and_limit_pages_show_the_setting_to_paste(workspace, limit_128k
     assert "/autocompact 115200" in section
     assert "export CLAUDE_CODE_AUTO_COMPACT_WINDOW=115200" in section
     assert "model_auto_compact_token_limit = 115200" in section
-    assert "<strong>Clipped.</strong> The cycle optimum is 220k" in section
-    assert "above the qualified ECL 128k minus the approved reserve 12.8k: 115k." in section
+    assert "<strong>Clipped by the qualified ECL.</strong> The cycle optimum is 220k" in section
+    assert 'data-clipped-by="ecl"' in section
+    assert (
+        "above the qualified ECL 128k minus the approved reserve 12.8k: 115,200 tokens." in section
+    )
     assert 'data-row="in-use"' in section and "350k" in section
     limit_page = client.get(
         f"/w/{workspace.slug}/qualification/limits/{limit_128k.pk}/", {"task_type": "building"}
@@ -355,14 +450,15 @@ def test_api_on_ingested_traces_matches_the_cycle_optimum_of_the_measured_values
 ):
     """A generated corpus, ingested; the analytics for the model computed by a real job
     queued from the first read; the answer is the brute-force optimum of the measured S, D,
-    SUMM and P, clipped by the approved limit (ECL 128k − 12.8k)."""
-    corpus()
-    approve_limit(workspace, members, run_on_commit, model="claude")
+    SUMM and P, clipped by the approved limit (ECL 128k − 12.8k). One model throughout: the
+    model filter takes a whole name (it once took "claude" for both of the corpus's)."""
+    corpus(models=(MODEL,))
+    approve_limit(workspace, members, run_on_commit, model=MODEL)
     api = api_for("viewer")
     with run_on_commit():
-        first = get(api, model="claude")
+        first = get(api, model=MODEL)  # the whole name: the analytics filter takes no part
     assert first.status_code == 202 and first.json()["status"] == "computing"
-    body = get(api, model="claude").json()
+    body = get(api, model=MODEL).json()
     assert body["status"] == "ok", body
     values = {k: body["parameters"][k]["value"] for k in ("S", "D", "SUMM", "P")}
     s, d, summ, p = values["S"], values["D"], values["SUMM"], values["P"]

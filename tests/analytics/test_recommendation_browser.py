@@ -25,7 +25,10 @@ def test_the_recommended_setting_is_shown_to_paste(
     assert headline.inner_text() == (
         f"Recommended auto-compact threshold for {MODEL}, building: 115k (115,200 tokens)."
     )
-    assert "Clipped." in page.get_by_test_id("recommendation-clipping").inner_text()
+    assert (
+        "Clipped by the qualified ECL."
+        in page.get_by_test_id("recommendation-clipping").inner_text()
+    )
     claude = page.get_by_test_id("claude-setting").inner_text()
     assert "/autocompact 115200" in claude
     assert "export CLAUDE_CODE_AUTO_COMPACT_WINDOW=115200" in claude

@@ -98,8 +98,8 @@ def test_the_two_days_partition_calls_compactions_and_touches(corpus, workspace)
         ("project", "WEB-APP", [1]),
         ("project", "100%", [2]),  # "%" is literal
         ("project", "\\dev", [3]),  # the escape character is literal
-        ("model", "OPUS", [0, 2]),
-        ("model", "opus-4_1", []),
+        ("model", "claude-Opus-4-1", [0, 2]),  # whole names (the form checks them)
+        ("model", "claude-opus-4-1", []),  # the selector takes the name as the form gives it
     ],
 )
 def test_text_filters_match_the_sessions_list(named_sessions, workspace, field, value, matches):
@@ -118,7 +118,7 @@ def test_columns_streamed_in_many_blocks_equal_one_block(corpus, workspace, monk
     from traces.analytics.selectors import loading
 
     corpus(sessions=3)
-    filters = AnalyticsFilters(started_after=DAY_1.isoformat(), model="SONNET")
+    filters = AnalyticsFilters(started_after=DAY_1.isoformat(), model="claude-sonnet-4-5")
     whole = load(workspace, filters)
     monkeypatch.setattr(loading, "COPY_BLOCK_BYTES", 1_000)  # dozens of blocks per table
     blocks = load(workspace, filters)

@@ -1,7 +1,8 @@
 """The recommended auto-compact threshold (issue 19). Pure: no Django.
 
 The cycle-model optimum T* (seed 001 §5.1) from measured S, D, SUMM and P, clipped below
-the qualified ECL minus the approved reserve, and written as the settings Claude Code and
+the qualified ECL minus the approved reserve and below the approved limit's own maximum
+context minus the same reserve (`clipped_by` names the bound that applied), and written as the settings Claude Code and
 Codex take (HARNESS_TELEMETRY.md §4, §5). Beside it: tokens per 1,000 productive steps,
 1,000·f(T), and the share of steps in the post-compaction degraded region, min(L, n)/n,
 for the recommendation and for the setting in use.
@@ -73,7 +74,7 @@ class Recommendation:
     optimum_interval: tuple[float, float] | None
     optimum_interval_method: str
     interval_ends: tuple[float, float]  # T* at all-low and all-high parameters
-    ceiling: int | None  # qualified ECL − approved reserve
+    ceiling: int | None  # the lower of the bounds below
     clipped: bool
     threshold: int  # the setting to paste
     threshold_interval: tuple[float, float] | None  # the optimum interval, clipped likewise
@@ -84,6 +85,9 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     claude: dict = field(default_factory=dict)
     codex: dict = field(default_factory=dict)
+    # {"ecl": ECL − reserve, "max_context": the limit's max context − reserve}, those given
+    bounds: dict[str, int] = field(default_factory=dict)
+    clipped_by: str | None = None  # "ecl" or "max_context" (the ECL on a tie); None: unclipped
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -162,6 +166,34 @@ def codex_settings(threshold: int) -> dict:
     }
 
 
+BOUND_TEXT = {
+    "ecl": "the qualified ECL",
+    "max_context": "the approved limit's maximum context",
+}
+
+
+def ceiling_bounds(
+    ecl_tokens: int | None, max_context_tokens: int | None, reserve_tokens: int | None
+) -> dict[str, int]:
+    """The bounds the threshold stays at or below: {"ecl": ECL − reserve, "max_context":
+    the limit's max context − reserve}, for those given (the ECL first, so that it names a
+    tie). Raises CycleInputError on a reserve that is missing, negative or leaves no room."""
+    given = {"ecl": ecl_tokens, "max_context": max_context_tokens}
+    bounds: dict[str, int] = {}
+    for name, tokens in given.items():
+        if tokens is None:
+            continue
+        if reserve_tokens is None or reserve_tokens < 0:
+            raise CycleInputError("reserve_tokens", "the approved reserve must be 0 or more.")
+        bounds[name] = int(tokens) - int(reserve_tokens)
+        if bounds[name] <= 0:
+            raise CycleInputError(
+                "reserve_tokens",
+                f"the approved reserve leaves no room below {BOUND_TEXT[name]}.",
+            )
+    return bounds
+
+
 def recommend(
     *,
     s: Estimate,
@@ -173,11 +205,14 @@ def recommend(
     disruption_steps: float,
     in_use: int | None = None,
     bootstrap_interval: tuple[float, float] | None = None,
+    max_context_tokens: int | None = None,
 ) -> Recommendation:
     """The recommended auto-compact threshold: T* on the measured values, rounded to the
-    nearest 1,000 tokens, clipped to ECL − reserve when that is lower (then exactly
-    ECL − reserve). Seed 001 (S 65,588, D 1,470, SUMM 4,382, P 28): T* ≈ 220k; a 128k ECL
-    with a 12.8k (10%) reserve clips it to 115,200. Raises CycleInputError naming the field."""
+    nearest 1,000 tokens, clipped to the lower of ECL − reserve and the approved limit's
+    max context − reserve when that is lower (then exactly that bound, named in
+    `clipped_by`). Seed 001 (S 65,588, D 1,470, SUMM 4,382, P 28): T* ≈ 220k; a 128k ECL
+    with a 12.8k (10%) reserve clips it to 115,200; a limit whose max context is 64k clips
+    it to 51,200 whatever the ECL. Raises CycleInputError naming the field."""
     params = CycleParams(s.value, d.value, summ.value, p.value)
     params.validate()
     corners = _corners(s, d, summ, p) or [params]
@@ -187,18 +222,13 @@ def recommend(
     interval = bootstrap_interval or ((low_corner, high_corner) if _any_ci(s, d, summ, p) else None)
     method = BOOTSTRAP if bootstrap_interval else INTERVAL_ENDS
     notes: list[str] = []
-    ceiling = None
-    if ecl_tokens is not None:
-        if reserve_tokens is None or reserve_tokens < 0:
-            raise CycleInputError("reserve_tokens", "the approved reserve must be 0 or more.")
-        ceiling = int(ecl_tokens) - int(reserve_tokens)
-        if ceiling <= 0:
-            raise CycleInputError(
-                "reserve_tokens", "the approved reserve leaves no room below the qualified ECL."
-            )
+    bounds = ceiling_bounds(ecl_tokens, max_context_tokens, reserve_tokens)
+    ceiling = min(bounds.values()) if bounds else None
     rounded = int(round(t_star / ROUND_TO) * ROUND_TO)
     clipped = ceiling is not None and rounded > ceiling
     threshold = ceiling if clipped else rounded
+    # The bound that sets the ceiling (the ECL on a tie: `bounds` lists it first).
+    binding = next((name for name, top in bounds.items() if top == ceiling), None)
     clipped_interval = None
     if interval:
         top = ceiling if ceiling is not None else math.inf
@@ -228,7 +258,7 @@ def recommend(
         used = figures_at(int(in_use), params, corners, disruption_steps)
         if ceiling is not None and in_use > ceiling:
             notes.append(
-                f"The setting in use ({in_use:,}) lets the context pass the qualified ECL "
+                f"The setting in use ({in_use:,}) lets the context pass {BOUND_TEXT[binding]} "
                 f"minus the reserve ({ceiling:,})."
             )
     return Recommendation(
@@ -247,6 +277,8 @@ def recommend(
         notes=notes,
         claude=claude_settings(threshold),
         codex=codex_settings(threshold),
+        bounds=bounds,
+        clipped_by=binding if clipped else None,
     )
 
 

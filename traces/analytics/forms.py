@@ -8,6 +8,7 @@ from traces.analysis.cycle import MAX_GROWTH, MAX_PENALTY, MAX_TOKENS, SECTION_8
 from traces.analysis.task_types import LABELS
 from traces.analytics.selectors import PARAMETER_DEFAULTS, AnalyticsFilters
 from traces.filters import SessionFilter
+from traces.selectors import workspace_models
 
 
 def _session_filter(name: str, **attrs) -> forms.Field:
@@ -55,6 +56,12 @@ class AnalyticsFilterForm(forms.Form):
         label="Fork bound",
         help_text=f"default {PARAMETER_DEFAULTS['fork_bound']:,}",
     )
+
+    def __init__(self, *args, workspace=None, **kwargs):
+        """`workspace`: whose models the model filter offers (none without one)."""
+        super().__init__(*args, **kwargs)
+        if workspace is not None:
+            self.fields["model"].set_models(workspace_models(workspace=workspace))
 
     def filters(self) -> AnalyticsFilters:
         data = self.cleaned_data if self.is_valid() else {}

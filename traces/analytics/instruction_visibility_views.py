@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
-from django.urls import reverse
 
 from governance.errors import InputError
 from governance.models import Role
@@ -26,7 +25,7 @@ from traces.analytics.instruction_visibility_selectors import (
 )
 from traces.analytics.instruction_visibility_services import instruction_visibility_start
 from traces.analytics.post_compaction_views import _spreadsheet_safe
-from traces.analytics.views import THEMES, _csv_response
+from traces.analytics.views import _csv_response, theme_tabs
 
 SESSIONS_SHOWN = 100
 LEDGER_LABEL_CHARS = 90
@@ -121,9 +120,7 @@ class InstructionVisibilityPage(WorkspaceTemplateView):
             run=run,
             too_many=too_many,
             hidden_query=[(k, v) for k, v in query.items() if k != "run" and v],
-            themes=[
-                (name, label, reverse(name, args=[self.workspace.slug])) for name, label in THEMES
-            ],
+            themes=theme_tabs(self.workspace),
             theme="analytics:instruction_visibility",
             **kwargs,
         )

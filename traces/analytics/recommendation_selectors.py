@@ -48,17 +48,15 @@ class CompactionRecommendation:
 
 def setting_in_use(*, workspace: Workspace, model: str) -> dict | None:
     """The auto-compact threshold Codex reported (`auto_compact_token_limit` of
-    codex.conversation_starts) on the workspace's most recent sessions of `model` (a name
-    containing it, as the analytics filter matches): the most common value, with n."""
-    wanted = model.strip().lower()
+    codex.conversation_starts) on the workspace's most recent sessions of `model` (by its
+    whole name, as the analytics filter matches): the most common value, with n."""
+    wanted = model.strip()
     rows = (
         Session.objects.filter(workspace=workspace, auto_compact_token_limit__isnull=False)
         .order_by("-started_at", "-id")
         .values_list("model_names", "auto_compact_token_limit")[:TELEMETRY_SESSIONS]
     )
-    values = [
-        limit for names, limit in rows if any(wanted in str(name).lower() for name in (names or []))
-    ]
+    values = [limit for names, limit in rows if wanted in (names or [])]
     if not values:
         return None
     counts = Counter(values)
@@ -79,7 +77,8 @@ def setting_in_use(*, workspace: Workspace, model: str) -> dict | None:
 
 
 def _limit_ceiling(*, workspace: Workspace, model: str, workload: str) -> tuple[dict | None, str]:
-    """The approved limit's qualified ECL (its weakest family's) and reserve, or why none."""
+    """The approved limit's qualified ECL (its weakest family's), maximum context and reserve,
+    or why there is none."""
     active = active_limit_for_model_id(workspace=workspace, model_id=model, workload=workload)
     limit = active.limit
     if limit is None:
@@ -91,8 +90,9 @@ def _limit_ceiling(*, workspace: Workspace, model: str, workload: str) -> tuple[
         )
     family = active.weakest_family or {}
     ecl = family.get("ecl_tokens")
+    established = ecl is not None
     source = f"qualified ECL of the weakest family ({family.get('family') or 'unnamed'})"
-    if ecl is None:
+    if not established:
         ecl = limit.max_context_tokens
         source = (
             "the approved maximum context (the weakest family's ECL is not established: "
@@ -104,6 +104,7 @@ def _limit_ceiling(*, workspace: Workspace, model: str, workload: str) -> tuple[
         "workload": limit.qualification.workload.name,
         "model_name": limit.qualification.configuration.model_name,
         "ecl_tokens": int(ecl),
+        "ecl_established": established,  # False: ecl_tokens is the max context
         "ecl_source": source,
         "reserve_tokens": limit.reserve_tokens,
         "max_context_tokens": limit.max_context_tokens,
@@ -188,7 +189,9 @@ def compaction_recommendation(
             d=estimates["growth_per_step"],
             summ=estimates["summary"],
             p=estimates["penalty_steps"],
-            ecl_tokens=limit.get("ecl_tokens"),
+            # The ECL bounds it only when established (else it is the max context again).
+            ecl_tokens=limit.get("ecl_tokens") if limit.get("ecl_established") else None,
+            max_context_tokens=limit.get("max_context_tokens"),
             reserve_tokens=limit.get("reserve_tokens"),
             disruption_steps=answer.disruption["steps"],
             in_use=tokens,

@@ -3,12 +3,10 @@ trigger, and the items lost most often (read from the stored audits)."""
 
 from __future__ import annotations
 
-from django.urls import reverse
-
 from governance.models import Role
 from governance.views import WorkspaceTemplateView
 from specs.selectors.survival import survival_by_trigger
-from traces.analytics.views import THEMES
+from traces.analytics.views import theme_tabs
 
 
 class SurvivalPage(WorkspaceTemplateView):
@@ -18,9 +16,7 @@ class SurvivalPage(WorkspaceTemplateView):
     def get_context_data(self, **kwargs):
         return super().get_context_data(
             summary=survival_by_trigger(workspace=self.workspace),
-            themes=[
-                (name, label, reverse(name, args=[self.workspace.slug])) for name, label in THEMES
-            ],
+            themes=theme_tabs(self.workspace),
             theme="analytics:survival",
             **kwargs,
         )

@@ -29,17 +29,28 @@ from traces.analytics.services import SENSITIVITY_PENALTIES, analytics_refresh_q
 from traces.pricing import charts as pricing_charts
 from traces.pricing.selectors import agent_type_costs, step_cost, usage_rows_cost
 
+# (url name, tab label, full name): short labels keep the tabs on one line at 1280 px;
+# the full name is the tab's title.
 THEMES = [
-    ("analytics:cost", "Cost of context"),
-    ("analytics:steps", "Steps per agent"),
-    ("analytics:compactions", "Compactions and threshold"),
-    ("analytics:coverage", "Reference coverage"),
-    ("analytics:incidents", "Incidents"),
-    ("analytics:post_compaction", "After compaction"),
-    ("analytics:survival", "Survival"),
-    ("analytics:instruction_visibility", "Instruction visibility"),
-    ("analytics:what_if", "What-if calculator"),
+    ("analytics:cost", "Cost", "Cost of context"),
+    ("analytics:steps", "Steps", "Steps per agent"),
+    ("analytics:compactions", "Compactions", "Compactions and threshold"),
+    ("analytics:coverage", "Coverage", "Reference coverage"),
+    ("analytics:incidents", "Incidents", "Incidents"),
+    ("analytics:post_compaction", "After compaction", "Behaviour after compaction"),
+    ("analytics:survival", "Survival", "What each compaction kept (survival audit)"),
+    ("analytics:instruction_visibility", "Instruction visibility", "Instruction visibility"),
+    ("analytics:what_if", "What-if", "What-if calculator"),
 ]
+
+
+def theme_tabs(workspace) -> list[tuple[str, str, str, str]]:
+    """The analytics tabs: (url name, label, full name, url)."""
+    return [
+        (name, label, title, reverse(name, args=[workspace.slug])) for name, label, title in THEMES
+    ]
+
+
 SEED_FALLBACK = CycleParams(65_588, 1_470, 4_382, 28)
 SEED_VALUES = {
     "post_compaction_tokens": "65588",
@@ -58,8 +69,15 @@ class AnalyticsPage(WorkspaceTemplateView):
     write_role = Role.VIEWER  # asking for a computation changes no data
 
     def get_context_data(self, **kwargs):
-        form = AnalyticsFilterForm(self.request.GET or None)
+        form = AnalyticsFilterForm(self.request.GET or None, workspace=self.workspace)
         filters = form.filters()
+        if form.is_bound and not form.is_valid():
+            # Filters that cannot be applied show their errors, never other filters' figures.
+            return super().get_context_data(
+                form=form, filters=filters, result=None, failures={}, invalid_filters=True,
+                themes=self.themes(), theme=self.theme, query=self.request.GET.urlencode(),
+                **kwargs,
+            )  # fmt: skip
         stored = selectors.result_for(workspace=self.workspace, filters=filters)
         job = selectors.latest_job(workspace=self.workspace, filters=filters)
         running = (
@@ -81,9 +99,7 @@ class AnalyticsPage(WorkspaceTemplateView):
             running=running,
             failed=failed,
             failed_reason=selectors.failure_reason(failed) if failed else "",
-            themes=[
-                (name, label, reverse(name, args=[self.workspace.slug])) for name, label in THEMES
-            ],
+            themes=self.themes(),
             theme=self.theme,
             query=self.request.GET.urlencode(),
             **kwargs,
@@ -92,19 +108,29 @@ class AnalyticsPage(WorkspaceTemplateView):
             context.update(self.figures(result))
         return context
 
+    def themes(self) -> list[tuple[str, str, str, str]]:
+        return theme_tabs(self.workspace)
+
+    def render_to_response(self, context, **response_kwargs):
+        if context.get("invalid_filters"):
+            response_kwargs["status"] = 400
+        return super().render_to_response(context, **response_kwargs)
+
     def figures(self, result: dict) -> dict:
         return {}
 
     def post(self, request, *args, **kwargs):
-        form = AnalyticsFilterForm(request.POST)
+        form = AnalyticsFilterForm(request.POST, workspace=self.workspace)
+        query = urlencode(
+            {k: v for k, v in request.POST.items() if k != "csrfmiddlewaretoken" and v}
+        )
+        if not form.is_valid():  # the page shows why; nothing is computed for other filters
+            return redirect(request.path + (f"?{query}" if query else ""))
         job = analytics_refresh_queue(
             workspace=self.workspace, filters=form.filters(), user=request.user
         )
         messages.info(
             request, f"Computing analytics for {form.filters().describe()} (job #{job.pk})."
-        )
-        query = urlencode(
-            {k: v for k, v in request.POST.items() if k != "csrfmiddlewaretoken" and v}
         )
         return redirect(request.path + (f"?{query}" if query else ""))
 
@@ -440,6 +466,12 @@ class CsvView(AnalyticsPage):
                 content_type="text/plain",
             )
         context = self.get_context_data()
+        if context.get("invalid_filters"):
+            errors = "; ".join(
+                f"{field}: {' '.join(messages)}"
+                for field, messages in context["form"].errors.items()
+            )
+            return HttpResponse(f"Invalid filters: {errors}", status=400, content_type="text/plain")
         if name in WHAT_IF_CSV_TABLES:
             what_if = _what_if_context(request, context)
             key, header, rows = WHAT_IF_CSV_TABLES[name]

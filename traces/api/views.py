@@ -98,7 +98,11 @@ class IngestJobViewSet(WorkspaceReadOnlyViewSet):
     parameters=[
         OpenApiParameter("harness", str, description="claude-code, codex or otlp"),
         OpenApiParameter(
-            "model", str, description="Sessions with a call to a model containing this text"
+            "model",
+            str,
+            description="Sessions with a call to this model, by its whole name (the same name "
+            "in another case is taken as it); any other value is a 400 naming the models "
+            "containing it",
         ),
         OpenApiParameter("project", str, description="Project or working directory contains"),
         OpenApiParameter("started_after", str, description="YYYY-MM-DD"),

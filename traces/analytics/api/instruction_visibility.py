@@ -141,7 +141,7 @@ class InstructionVisibilityView(APIView):
     )
     def get(self, request):
         params = request.query_params
-        form = AnalyticsFilterForm(params)
+        form = AnalyticsFilterForm(params, workspace=request.workspace)
         if not form.is_valid():
             return Response(dict(form.errors), status=status.HTTP_400_BAD_REQUEST)
         subject = subject_for(

@@ -20,15 +20,19 @@ paste into each harness.
 
 **How it is computed.** The compaction-cycle optimum T* (seed 001 §5.1: f(T) = [n(S+T)/2 +
 (T + SUMM) + P·S]/(n − P), n = (T − S)/D) on the workspace's measured S, D, SUMM and P: the
-cached analytics for exactly `model` (a model name containing it, as the analytics filter)
+cached analytics for exactly `model` (the whole model name, as the analytics filter)
 and `task_type`. T* is rounded to the nearest 1,000 tokens. Its interval is the percentile
 bootstrap of T* over joint replicates of the four parameters when the analytics have one,
 else the optimum at the parameters' interval ends (T* rises with each of them; both are in
 the answer, `optimum_interval_method` says which is `optimum_interval`). Then it is
-**clipped** below the qualified ECL minus the approved reserve of the model's approved
-operating limit (`ceiling`; `clipped` says whether clipping applied). The ECL is the weakest
-family's from the limit's justification, else the limit's maximum context (`ecl_source`
-says which). With no approved limit, the optimum is returned unclipped and `missing` says so.
+**clipped** below the qualified ECL minus the approved reserve and below the approved
+limit's own maximum context minus the same reserve, for the model's approved operating
+limit: `bounds` gives both (`ecl`, `max_context`), `ceiling` the lower, `clipped` whether
+clipping applied and `clipped_by` which bound did it (`ecl` or `max_context`; the ECL when
+both are equal; null when not clipped). The ECL is the weakest family's from the limit's
+justification; when the justification has none, only the maximum context bounds it
+(`ecl_source` says which, `ecl_established` is false). With no approved limit, the optimum
+is returned unclipped and `missing` says so.
 
 **Beside it**, for the recommendation and for the setting in use: tokens per 1,000
 productive steps (1,000·f(T)) and the share of steps within L steps after a compaction,
@@ -86,9 +90,16 @@ class RecommendationResponseSerializer(serializers.Serializer):
     threshold = serializers.IntegerField(
         allow_null=True, help_text="The setting to paste, in tokens."
     )
+    clipped_by = serializers.ChoiceField(
+        choices=["ecl", "max_context"],
+        allow_null=True,
+        help_text="The bound that clipped the optimum: the qualified ECL or the approved "
+        "limit's maximum context, each minus the reserve; null when not clipped.",
+    )
     recommendation = serializers.JSONField(
         allow_null=True,
-        help_text="optimum, optimum_interval (+ method), interval_ends, ceiling, clipped, "
+        help_text="optimum, optimum_interval (+ method), interval_ends, bounds, ceiling, "
+        "clipped, clipped_by, "
         "threshold, threshold_interval, floor, disruption_steps, recommended and in_use "
         "(tokens_per_1000_steps, tokens_range, degraded_share, degraded_range, "
         "steps_per_cycle, ratio_to_optimum), notes, claude, codex.",
@@ -109,7 +120,7 @@ class CompactionRecommendationView(APIView):
         summary="Recommended auto-compact threshold for a model and task type",
         description=DESCRIPTION,
         parameters=[
-            OpenApiParameter("model", str, required=True, description="Model name (contains)."),
+            OpenApiParameter("model", str, required=True, description="Model name (whole)."),
             OpenApiParameter(
                 "task_type", str, description="One of " + ", ".join(LABELS) + "; empty: all."
             ),
@@ -148,6 +159,7 @@ class CompactionRecommendationView(APIView):
             "task_type": answer.task_type,
             "missing": answer.missing,
             "threshold": rec.threshold if rec else None,
+            "clipped_by": rec.clipped_by if rec else None,
             "recommendation": rec.as_dict() if rec else None,
             "parameters": answer.parameters,
             "compactions": answer.compactions,

@@ -31,7 +31,12 @@ FILTER_PARAMETERS = [
     OpenApiParameter("started_after", str, description="YYYY-MM-DD (call date)"),
     OpenApiParameter("started_before", str, description="YYYY-MM-DD (call date)"),
     OpenApiParameter("harness", str, description="claude-code, codex or otlp"),
-    OpenApiParameter("model", str, description="model name contains"),
+    OpenApiParameter(
+        "model",
+        str,
+        description="one model of the workspace's calls, by its whole name (the same name in "
+        "another case is taken as it); any other value is a 400 naming the models containing it",
+    ),
     OpenApiParameter("project", str, description="project contains"),
     OpenApiParameter(
         "task_type",
@@ -73,7 +78,7 @@ class AnalyticsSectionView(APIView):
     write_role = Role.VIEWER  # asking for a computation changes no data
 
     def _filters(self, request):
-        form = AnalyticsFilterForm(request.query_params)
+        form = AnalyticsFilterForm(request.query_params, workspace=request.workspace)
         if request.query_params and not form.is_valid():
             return None, Response(
                 {k: v for k, v in form.errors.items()}, status=status.HTTP_400_BAD_REQUEST

@@ -57,7 +57,7 @@ def _day(value: str) -> datetime:
 
 
 def selected_calls(workspace: Workspace, filters: AnalyticsFilters) -> QuerySet[Call]:
-    """The calls the filters select; model and project match as on the sessions list
+    """The calls the filters select; the model by its whole name, the project as on the sessions list
     (`traces.filters.text_contains`), dates are the call's UTC date; `exclude_forks` drops
     the calls of agents that started as forks of a loaded parent."""
     calls = Call.objects.filter(workspace=workspace)
@@ -69,7 +69,7 @@ def selected_calls(workspace: Workspace, filters: AnalyticsFilters) -> QuerySet[
     if filters.started_before:
         calls = calls.filter(timestamp__lt=_day(filters.started_before) + timedelta(days=1))
     if filters.model:
-        calls = calls.filter(text_contains("model", filters.model))
+        calls = calls.filter(model=filters.model)
     if filters.harness or filters.project:
         sessions = Session.objects.filter(workspace=workspace)
         if filters.harness:
