@@ -1,4 +1,4 @@
-"""0004 forgets analytics stored for a model filter (computed with the old substring match)
+"""0005 forgets analytics stored for a model filter (computed with the old substring match)
 and keeps the others."""
 
 import pytest
@@ -8,8 +8,8 @@ from django.db.migrations.executor import MigrationExecutor
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE, AFTER = (
-    ("analytics", "0003_correction_match_cache"),
-    ("analytics", "0004_forget_results_by_model_part"),
+    ("analytics", "0004_instruction_visibility_runs"),
+    ("analytics", "0005_forget_results_by_model_part"),
 )
 
 
