@@ -1,8 +1,9 @@
 """Instruction visibility matched in the database (seed 000): each call's text is extracted
 once into `CallTextExtract` (visible thinking joined, as stored and normalised; the
 normalised texts that can deliver an instruction), then both exact and normalised matching
-are `strpos` in PostgreSQL: no call's text is read back into Python. The result is the
-same as matching every call's text (`traces.analysis.instruction_visibility`)."""
+are `strpos` in the database (`instr` on SQLite, the embedded default): no call's text is
+read back into Python. The result is the same as matching every call's text
+(`traces.analysis.instruction_visibility`)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from traces.analysis.instruction_visibility import (
     visible_thinking,
 )
 
-CHUNK = 20_000  # call ids per query
+CHUNK = 20_000  # call ids per query (PostgreSQL: one array parameter)
+SQLITE_CHUNK = 900  # SQLite binds each id as its own parameter
 EXTRACT_CHUNK = 2_000  # texts decompressed and written per transaction
 # What the stored normalised texts depend on: this revision of the extract, and the Unicode
 # tables that `normalise` reads; another value makes every extract stale.
@@ -36,19 +38,37 @@ COLUMNS = (
 _STALE = """
 SELECT ct.call_id, ct.data FROM traces_calltext ct
 LEFT JOIN analytics_calltextextract e ON e.call_id = ct.call_id
-WHERE ct.call_id = ANY(%s::bigint[])
-  AND (e.call_id IS NULL OR e.source_bytes <> octet_length(ct.data) OR e.version <> %s)
+WHERE ct.call_id {ids}
+  AND (e.call_id IS NULL OR e.source_bytes <> {octets}(ct.data) OR e.version <> %s)
 """
-_UPSERT = f"""
-INSERT INTO analytics_calltextextract ({COLUMNS})
-SELECT {COLUMNS} FROM iv_extract_load
+_ON_CONFLICT = """
 ON CONFLICT (call_id) DO UPDATE SET source_bytes = EXCLUDED.source_bytes,
     version = EXCLUDED.version, thinking = EXCLUDED.thinking,
     thinking_normalised = EXCLUDED.thinking_normalised,
     thinking_blocks = EXCLUDED.thinking_blocks,
     prompt_normalised = EXCLUDED.prompt_normalised,
     result_normalised = EXCLUDED.result_normalised
-"""  # noqa: S608 (constant column names)
+"""
+# Constant column names only, never input: S608 does not apply.
+_UPSERT = f"INSERT INTO analytics_calltextextract ({COLUMNS}) SELECT {COLUMNS} FROM iv_extract_load"  # noqa: S608
+_SQLITE_UPSERT = (
+    f"INSERT INTO analytics_calltextextract ({COLUMNS}) VALUES ({', '.join(['%s'] * 8)})"  # noqa: S608
+)
+
+
+def _on_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _ids_clause(ids: list[int]) -> tuple[str, list]:
+    """`IN` for these ids, and its parameters: one array on PostgreSQL, one each on SQLite."""
+    if _on_postgres():
+        return "= ANY(%s::bigint[])", [ids]
+    return f"IN ({', '.join(['%s'] * len(ids))})", list(ids)
+
+
+def _strpos() -> str:
+    return "strpos" if _on_postgres() else "instr"
 
 
 def _stored(text: str) -> str:
@@ -94,9 +114,13 @@ def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None =
     for start in range(0, len(call_ids), EXTRACT_CHUNK):
         chunk = call_ids[start : start + EXTRACT_CHUNK]
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(_STALE, [chunk, VERSION])
+            ids, params = _ids_clause(chunk)
+            octets = "octet_length" if _on_postgres() else "length"
+            cursor.execute(_STALE.format(ids=ids, octets=octets), [*params, VERSION])
             rows = [extract_row(pk, bytes(data), decompressor) for pk, data in cursor.fetchall()]
-            if rows:
+            if rows and not _on_postgres():
+                cursor.executemany(_SQLITE_UPSERT + _ON_CONFLICT, rows)
+            elif rows:
                 cursor.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS iv_extract_load "
                     "(LIKE analytics_calltextextract) ON COMMIT DELETE ROWS"
@@ -105,7 +129,7 @@ def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None =
                 with cursor.copy(f"COPY iv_extract_load ({COLUMNS}) FROM STDIN") as copy:
                     for row in rows:
                         copy.write_row(row)
-                cursor.execute(_UPSERT)
+                cursor.execute(_UPSERT + _ON_CONFLICT)
                 written += len(rows)
         if advance:
             advance(len(chunk))
@@ -113,21 +137,24 @@ def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None =
 
 
 def _chunks(ids: list[int]) -> Iterator[list[int]]:
-    for start in range(0, len(ids), CHUNK):
-        yield ids[start : start + CHUNK]
+    size = CHUNK if _on_postgres() else SQLITE_CHUNK
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
 
 
 def window_matches(call_ids: list[int], matcher: Matcher) -> Iterator[tuple[int, str]]:
     """(call id, 'prompt' or 'results') for the calls whose prompt or summary, else whose
     tool results, hold the instruction (normalised match)."""
-    query = (
-        "SELECT e.call_id, strpos(e.prompt_normalised, %(w)s) > 0 "
-        "FROM analytics_calltextextract e WHERE e.call_id = ANY(%(ids)s::bigint[]) "
-        "AND (strpos(e.prompt_normalised, %(w)s) > 0 OR strpos(e.result_normalised, %(w)s) > 0)"
-    )
+    find, text = _strpos(), matcher.normalised_text
     with connection.cursor() as cursor:
         for chunk in _chunks(call_ids):
-            cursor.execute(query, {"w": matcher.normalised_text, "ids": chunk})
+            ids, params = _ids_clause(chunk)
+            cursor.execute(
+                f"SELECT e.call_id, {find}(e.prompt_normalised, %s) > 0 "  # noqa: S608
+                f"FROM analytics_calltextextract e WHERE e.call_id {ids} "
+                f"AND ({find}(e.prompt_normalised, %s) > 0 OR {find}(e.result_normalised, %s) > 0)",
+                [text, *params, text, text],
+            )
             for call_id, by_prompt in cursor.fetchall():
                 yield call_id, "prompt" if by_prompt else "results"
 
@@ -167,15 +194,17 @@ def delivered_at(calls: pd.DataFrame, matcher: Matcher, *, from_start: set) -> d
 def thinking_matches(call_ids: list[int], matcher: Matcher) -> dict[int, tuple[int, bool, bool]]:
     """Call id → (visible thinking blocks, exact match, normalised match), for the calls
     with visible thinking, both matched by `strpos` on the extract."""
-    query = (
-        "SELECT e.call_id, e.thinking_blocks, strpos(e.thinking, %s) > 0, "
-        "strpos(e.thinking_normalised, %s) > 0 FROM analytics_calltextextract e "
-        "WHERE e.call_id = ANY(%s::bigint[]) AND e.thinking_blocks > 0"
-    )
+    find = _strpos()
     out = {}
     with connection.cursor() as cursor:
         for chunk in _chunks(call_ids):
-            cursor.execute(query, [matcher.exact_text, matcher.normalised_text, chunk])
+            ids, params = _ids_clause(chunk)
+            cursor.execute(
+                f"SELECT e.call_id, e.thinking_blocks, {find}(e.thinking, %s) > 0, "  # noqa: S608
+                f"{find}(e.thinking_normalised, %s) > 0 FROM analytics_calltextextract e "
+                f"WHERE e.call_id {ids} AND e.thinking_blocks > 0",
+                [matcher.exact_text, matcher.normalised_text, *params],
+            )
             for call_id, blocks, exact, normalised in cursor.fetchall():
                 out[call_id] = (blocks, exact, normalised)
     return out
