@@ -53,7 +53,7 @@ CALL_FIELDS = (
 )  # fmt: skip
 RUN_COLUMNS = (
     "workspace_id", "session_id", "agent_id", "index", "started_by_id", "first_call_index",
-    "last_call_index", "call_count", "max_context", "median_context", "task_type",
+    "last_call_index", "call_count", "first_agent_index", "max_context", "median_context", "task_type",
     "task_type_reason", "started_at", "ended_at",
 )  # fmt: skip
 TOUCH_COLUMNS = (
@@ -315,25 +315,35 @@ def _derive(
 
 
 def _run_objects(session: Session, runs) -> list[Run]:
-    return [
-        Run(
-            workspace_id=session.workspace_id,
-            session_id=session.pk,
-            agent_id=run.agent,
-            index=run.index,
-            started_by_id=run.started_by,
-            first_call_index=run.first_call_index,
-            last_call_index=run.last_call_index,
-            call_count=run.call_count,
-            max_context=run.max_context,
-            median_context=run.median_context,
-            task_type=run.task_type,
-            task_type_reason=run.task_type_reason,
-            started_at=run.started_at,
-            ended_at=run.ended_at,
-        )
-        for run in runs
-    ]
+    """The runs as rows, each with the agent position of its first call: a run's calls are
+    the next `call_count` of its agent's calls, runs in index order (`derive_session`)."""
+    before: dict[int, int] = {}  # agent -> calls of its runs so far
+    objects = []
+    for run in runs:  # by agent, each agent's in index order
+        first = before.get(run.agent, 0)
+        before[run.agent] = first + run.call_count
+        objects.append(_run_object(session, run, first))
+    return objects
+
+
+def _run_object(session: Session, run, first_agent_index: int) -> Run:
+    return Run(
+        workspace_id=session.workspace_id,
+        session_id=session.pk,
+        agent_id=run.agent,
+        index=run.index,
+        started_by_id=run.started_by,
+        first_call_index=run.first_call_index,
+        last_call_index=run.last_call_index,
+        call_count=run.call_count,
+        first_agent_index=first_agent_index,
+        max_context=run.max_context,
+        median_context=run.median_context,
+        task_type=run.task_type,
+        task_type_reason=run.task_type_reason,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+    )
 
 
 def _touch_rows(session: Session, touches) -> list[tuple]:
@@ -360,10 +370,10 @@ def _store_runs(session: Session, objects: list[Run]) -> None:
         Run.objects.filter(pk__in=stale).delete()
     _update_many(
         "UPDATE traces_run SET started_by_id = %s, first_call_index = %s, last_call_index = %s, call_count = %s, "
-        "max_context = %s, median_context = %s, task_type = %s, task_type_reason = %s, started_at = %s, ended_at = %s "
+        "first_agent_index = %s, max_context = %s, median_context = %s, task_type = %s, task_type_reason = %s, started_at = %s, ended_at = %s "
         "WHERE id = %s",
         [
-            (o.started_by_id, o.first_call_index, o.last_call_index, o.call_count, o.max_context, o.median_context,
+            (o.started_by_id, o.first_call_index, o.last_call_index, o.call_count, o.first_agent_index, o.max_context, o.median_context,
              o.task_type, o.task_type_reason, o.started_at, o.ended_at, o.pk)
             for o in objects
             if o.pk is not None
