@@ -93,6 +93,25 @@ def sessions_derive_many(*, session_ids) -> None:
                 _derive_from_database(sessions)
 
 
+# Runs stored without their first call's agent position (before migration 0015, or
+# loaded by other means than derivation): filled set-based from that call.
+RUN_FIRST_AGENT_INDEX_SQL = """
+UPDATE traces_run SET first_agent_index = (
+    SELECT min(c.agent_index) FROM traces_call c
+    WHERE c.session_id = traces_run.session_id AND c.session_index = traces_run.first_call_index
+      AND c.agent_id = traces_run.agent_id
+)
+WHERE first_agent_index IS NULL AND workspace_id = %s
+"""
+
+
+def runs_fill_first_agent_index(*, workspace_id: int) -> int:
+    """Fill `Run.first_agent_index` where it is null; the number of runs filled."""
+    with connection.cursor() as cursor:
+        cursor.execute(RUN_FIRST_AGENT_INDEX_SQL, [workspace_id])
+        return cursor.rowcount
+
+
 def _derive_from_database(sessions: list[Session]) -> None:
     """Re-index, read back and derive sessions the caller has locked."""
     ids = [session.pk for session in sessions]

@@ -359,7 +359,13 @@ class Call(WorkspaceOwned):
         ]
         indexes = [
             models.Index(fields=["session", "session_index"]),
-            models.Index(fields=["agent", "agent_index"]),
+            # Covering the facts behaviour after compaction groups by step (the runs' first
+            # calls, read index-only: `post_compaction_grouped`).
+            models.Index(
+                fields=["agent", "agent_index"],
+                include=["id", "session_index", "prompt_kind", "tool_results", "tool_errors"],
+                name="call_agent_position_facts",
+            ),
             models.Index(fields=["workspace", "timestamp"]),
         ]
 
