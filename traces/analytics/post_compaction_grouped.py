@@ -35,7 +35,7 @@ from traces.analytics.post_compaction_rows import (
     _int8_array,
     _match_row,
     _prompt_texts,
-    run_rows,
+    run_ids_sql,
 )
 from traces.analytics.selectors import AnalyticsFilters, _call_level, selected_calls
 
@@ -49,21 +49,39 @@ def _class_starts() -> list[int]:
 
 CLASS_STARTS = np.array(_class_starts(), np.int64)
 
+CLASS_SEGMENTS = {  # classes of steps 1–5, of the baseline, and the rest (0-based)
+    "first": np.flatnonzero((FIRST_STEPS[0] <= CLASS_STARTS) & (FIRST_STEPS[1] >= CLASS_STARTS)),
+    "baseline": np.flatnonzero(
+        (BASELINE_STEPS[0] <= CLASS_STARTS) & (BASELINE_STEPS[1] >= CLASS_STARTS)
+    ),
+}
+CLASS_SEGMENTS["middle"] = np.setdiff1d(
+    np.arange(len(CLASS_STARTS)), np.r_[CLASS_SEGMENTS["first"], CLASS_SEGMENTS["baseline"]]
+)
+
 # {runs}: the observed runs' ids (a subquery); {selected}: the call filters, or nothing.
+# A run's group is its (task type, trigger): the bins are counted per group and class, the
+# steps 1–5 and baseline per run (for the bootstrap over compactions).
 GROUPED_SQL = """
 WITH runs AS MATERIALIZED (
-    SELECT r.id, r.agent_id, s.harness = ANY(%(flagging)s) AS flags, LEAST(r.call_count, %(max_step)s) AS n,
+    SELECT r.id, r.agent_id, r.session_id, r.task_type, k.trigger,
+           dense_rank() OVER (ORDER BY r.task_type, k.trigger) - 1 AS grp,
+           s.harness = ANY(%(flagging)s) AS flags, LEAST(r.call_count, %(max_step)s) AS n,
            COALESCE(r.first_agent_index, (
                SELECT min(c0.agent_index) FROM traces_call c0
                WHERE c0.session_id = r.session_id AND c0.session_index = r.first_call_index
                  AND c0.agent_id = r.agent_id
            )) AS lo
-    FROM traces_run r JOIN traces_session s ON s.id = r.session_id
+    FROM traces_run r
+    JOIN traces_session s ON s.id = r.session_id
+    JOIN traces_compaction k ON k.id = r.started_by_id
     WHERE r.id IN ({runs})
 ), observed AS MATERIALIZED (
-    SELECT runs.id AS run, c.id, c.agent_index - runs.lo + 1 AS step, c.session_index,
-           c.prompt_kind, runs.flags, c.tool_results, c.tool_errors
-    FROM runs CROSS JOIN LATERAL (  -- per run, its first calls by the (agent, agent_index) index
+    SELECT runs.id AS run, runs.grp, runs.session_id AS session, c.id,
+           c.agent_index - runs.lo + 1 AS step, c.session_index, c.prompt_kind,
+           CASE WHEN runs.flags THEN c.tool_results ELSE 0 END AS results,
+           CASE WHEN runs.flags THEN c.tool_errors ELSE 0 END AS errors
+    FROM runs CROSS JOIN LATERAL (  -- per run, its first calls: index-only
         SELECT c.id, c.agent_index, c.session_index, c.prompt_kind, c.tool_results, c.tool_errors
         FROM traces_call c
         WHERE c.agent_id = runs.agent_id AND c.agent_index >= runs.lo AND c.agent_index < runs.lo + runs.n
@@ -72,56 +90,96 @@ WITH runs AS MATERIALIZED (
 ), cached (call, hash, phrase) AS (
     SELECT * FROM unnest(%(calls)s::int8[], %(hashes)s::int8[], %(phrases)s::int2[])
 ), operator AS MATERIALIZED (
-    SELECT o.run, o.id, o.step, o.session_index, p.hash IS NOT NULL AS prompted,
+    SELECT o.run, o.grp, o.session, o.id, o.step, o.session_index, p.hash IS NOT NULL AS prompted,
            p.hash, k.hash AS cached_hash, k.phrase
     FROM observed o
     LEFT JOIN LATERAL (  -- by the primary key: no other workspace's prompt is read
         SELECT hashtextextended(p.text, 0) AS hash FROM traces_operatorprompt p
-        WHERE p.call_id = o.id OFFSET 0  -- (kept a lookup: no text hashed a second time)
+        WHERE p.call_id = o.id OFFSET 0
     ) AS p ON true
     LEFT JOIN cached k ON k.call = o.id
     WHERE o.prompt_kind = 'operator'
-), known AS (
-    SELECT run, step, prompted AND cached_hash = hash AND phrase >= 0 AS hit
+), known AS (  -- the operator messages whose match the cache holds (or without a prompt)
+    SELECT run, grp, step, COALESCE(prompted AND phrase >= 0, false) AS hit
     FROM operator WHERE NOT prompted OR cached_hash = hash
-), per_class AS (
-    SELECT run, class, sum(n) AS n, sum(hits) AS hits, sum(results) AS results,
-           sum(errors) AS errors
+), per_run_operator AS (
+    SELECT run,
+           count(*) FILTER (WHERE step <= %(first_to)s) AS n1,
+           count(*) FILTER (WHERE hit AND step <= %(first_to)s) AS h1,
+           count(*) FILTER (WHERE step >= %(base_from)s) AS nb,
+           count(*) FILTER (WHERE hit AND step >= %(base_from)s) AS hb,
+           count(*) AS n, count(*) FILTER (WHERE hit) AS h
+    FROM known GROUP BY run
+), per_run_calls AS (  -- tool results and the prompt kinds not counted, in one pass
+    SELECT run,
+           COALESCE(sum(results) FILTER (WHERE step <= %(first_to)s), 0) AS t1,
+           COALESCE(sum(errors) FILTER (WHERE step <= %(first_to)s), 0) AS e1,
+           COALESCE(sum(results) FILTER (WHERE step >= %(base_from)s), 0) AS tb,
+           COALESCE(sum(errors) FILTER (WHERE step >= %(base_from)s), 0) AS eb,
+           sum(results) AS t, sum(errors) AS e,
+           {kind_counts}
+    FROM observed GROUP BY run
+), per_group AS (
+    SELECT grp, class, sum(n) AS n, sum(h) AS h, sum(t) AS t, sum(e) AS e
     FROM (
-        SELECT run, width_bucket(step, %(starts)s::int[]) AS class, count(*) AS n,
-               count(*) FILTER (WHERE hit) AS hits, 0::int8 AS results, 0::int8 AS errors
+        SELECT grp, width_bucket(step, %(starts)s::int[]) AS class, count(*) AS n,
+               count(*) FILTER (WHERE hit) AS h, 0 AS t, 0 AS e
         FROM known GROUP BY 1, 2
         UNION ALL
-        SELECT run, width_bucket(step, %(starts)s::int[]), 0, 0, sum(tool_results),
-               sum(tool_errors)
-        FROM observed WHERE flags AND tool_results > 0 GROUP BY 1, 2
+        SELECT grp, width_bucket(step, %(starts)s::int[]), 0, 0, sum(results), sum(errors)
+        FROM observed WHERE results > 0 GROUP BY 1, 2
     ) AS parts GROUP BY 1, 2
 )
 SELECT
-    (SELECT string_agg(int8send(run) || int2send(class::int2) || int4send(n::int4)
-                       || int4send(hits::int4) || int8send(results::int8) || int8send(errors::int8),
-                       ''::bytea) FROM per_class),
-    (SELECT string_agg(int8send(id) || int8send(run) || int4send(step::int4)
+    (SELECT string_agg(int8send(id) || int4send(grp::int4), ''::bytea) FROM runs),
+    (SELECT json_agg(json_build_array(grp, task_type, trigger))
+     FROM (SELECT DISTINCT grp, task_type, trigger FROM runs) AS labels),
+    (SELECT string_agg(int8send(c.run) || int8send(COALESCE(o.n1, 0)) || int8send(COALESCE(o.h1, 0))
+                       || int8send(COALESCE(o.nb, 0)) || int8send(COALESCE(o.hb, 0))
+                       || int8send(COALESCE(o.n, 0)) || int8send(COALESCE(o.h, 0))
+                       || int8send(c.t1::int8) || int8send(c.e1::int8) || int8send(c.tb::int8)
+                       || int8send(c.eb::int8) || int8send(c.t::int8) || int8send(c.e::int8),
+                       ''::bytea)
+     FROM per_run_calls c LEFT JOIN per_run_operator o ON o.run = c.run
+     WHERE o.n > 0 OR c.t > 0),
+    (SELECT json_agg(json_build_array(grp, class, n, h, t, e)) FROM per_group),
+    (SELECT string_agg(int8send(id) || int8send(run) || int8send(session) || int4send(step::int4)
                        || int4send(session_index::int4) || int8send(hash), ''::bytea)
      FROM operator WHERE prompted AND cached_hash IS DISTINCT FROM hash),
-    (SELECT string_agg(int8send(id) || int8send(run) || int4send(step::int4)
+    (SELECT string_agg(int8send(id) || int8send(run) || int8send(session) || int4send(step::int4)
                        || int4send(session_index::int4), ''::bytea)
-     FROM (SELECT id, run, step, session_index FROM operator
+     FROM (SELECT id, run, session, step, session_index FROM operator
            WHERE prompted AND cached_hash = hash AND phrase >= 0
            ORDER BY run, step LIMIT %(max_matches)s) AS first_hits),
-    (SELECT json_object_agg(kind, n) FROM (
-        SELECT CASE WHEN prompt_kind = ANY(%(kinds)s) THEN prompt_kind ELSE 'unknown' END AS kind,
-               count(*) AS n
-        FROM observed WHERE prompt_kind NOT IN ('', 'operator') GROUP BY 1) AS kinds)
+    (SELECT json_build_object({kind_totals}) FROM per_run_calls)
 """
-_PER_CLASS = np.dtype(
-    [("run", ">i8"), ("cls", ">i2"), ("n", ">i4"), ("hits", ">i4"), ("results", ">i8"),
-     ("errors", ">i8")]
-)  # fmt: skip
+_RUN = np.dtype([("id", ">i8"), ("grp", ">i4")])
+# Per run: operator messages and corrections in steps 1–5, in the baseline, in all; then
+# tool results and errors likewise.
+_PER_RUN_FIELDS = ("n1", "h1", "nb", "hb", "n", "h", "t1", "e1", "tb", "eb", "t", "e")
+_PER_RUN = np.dtype([("run", ">i8"), *((name, ">i8") for name in _PER_RUN_FIELDS)])
+# The prompt kinds counted (not operator messages), as a run's calls hold them.
+_EXCLUDED_KINDS = [kind for kind in PROMPT_KINDS if kind not in ("", "operator")] + ["unknown"]
+
+
+def _kind_columns() -> tuple[str, str]:
+    """The per-class count of each excluded kind, and their totals as JSON pairs."""
+    known = ", ".join(f"'{kind}'" for kind in PROMPT_KINDS)
+    counts, totals = [], []
+    for number, kind in enumerate(_EXCLUDED_KINDS):
+        where = f"prompt_kind NOT IN ({known})" if kind == "unknown" else f"prompt_kind = '{kind}'"
+        counts.append(f"count(*) FILTER (WHERE {where}) AS kind_{number}")
+        totals.append(f"'{kind}', sum(kind_{number})")
+    return ",\n           ".join(counts), ", ".join(totals)
+
+
 _STALE = np.dtype(
-    [("id", ">i8"), ("run", ">i8"), ("step", ">i4"), ("index", ">i4"), ("hash", ">i8")]
+    [("id", ">i8"), ("run", ">i8"), ("session", ">i8"), ("step", ">i4"), ("index", ">i4"),
+     ("hash", ">i8")]
+)  # fmt: skip
+_HIT = np.dtype(
+    [("id", ">i8"), ("run", ">i8"), ("session", ">i8"), ("step", ">i4"), ("index", ">i4")]
 )
-_HIT = np.dtype([("id", ">i8"), ("run", ">i8"), ("step", ">i4"), ("index", ">i4")])
 
 
 def corpus_load_grouped(
@@ -133,10 +191,44 @@ def corpus_load_grouped(
 ) -> Corpus:
     """`post_compaction_rows.corpus_load_rows`, grouped in PostgreSQL (see the module)."""
     cache = cache if cache is not None else MatchCache("")  # none: every prompt matched
-    runs, runs_sql, runs_params = run_rows(workspace=workspace, filters=filters)
-    if runs is None:
+    rows = _grouped_rows(workspace, filters, cache)
+    runs = _records(rows[0], _RUN)
+    if len(runs) == 0:
         return _empty_corpus()
-    selected, selected_params = "", []
+    labels = {int(grp): (str(task_type), str(trigger)) for grp, task_type, trigger in rows[1]}
+    runs = runs[np.argsort(runs["id"], kind="stable")]
+    run_ids, run_grp = runs["id"].astype(np.int64), runs["grp"].astype(np.int64)
+    per_run = np.zeros((len(runs), len(_PER_RUN_FIELDS)), np.int64)
+    counted = _records(rows[2], _PER_RUN)
+    at = np.searchsorted(run_ids, counted["run"].astype(np.int64))
+    for column, name in enumerate(_PER_RUN_FIELDS):
+        per_run[at, column] = counted[name]
+    per_group = np.zeros((len(labels), len(CLASS_STARTS), 4), np.int64)
+    for grp, cls, n, h, t, e in rows[3] or []:
+        per_group[grp, cls - 1] = (n, h, t, e)
+    stale, hits = _records(rows[4], _STALE), _records(rows[5], _HIT)
+    stale_hit = _match_stale(stale, _prompt_texts(stale["id"].tolist()), matcher, cache)
+    _count_stale(stale, stale_hit, run_ids, run_grp, per_run, per_group)
+    corrections = _observations(run_ids, run_grp, per_run[:, 0:6], per_group[:, :, 0:2])
+    tool_results = _observations(run_ids, run_grp, per_run[:, 6:12], per_group[:, :, 2:4])
+    task_types = np.array([labels[g][0] for g in range(len(labels))], dtype=object)
+    triggers = np.array([labels[g][1] for g in range(len(labels))], dtype=object)
+    ids = run_ids.tolist()
+    return Corpus(
+        corrections,
+        tool_results,
+        dict(zip(ids, task_types[run_grp].tolist(), strict=True)),
+        dict(zip(ids, triggers[run_grp].tolist(), strict=True)),
+        _audit_rows(hits, stale[stale_hit], matcher, labels, run_ids, run_grp),
+        {kind: int(n) for kind, n in sorted((rows[6] or {}).items()) if n},
+        int(corrections.hit.sum()),
+    )
+
+
+def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchCache) -> tuple:
+    """The statement's one row (see GROUPED_SQL's columns)."""
+    runs_sql, runs_params = run_ids_sql(workspace=workspace, filters=filters)
+    selected, selected_params = "", ()
     if filters.project or filters.harness or _call_level(filters):
         sql, selected_params = (
             selected_calls(workspace, filters).values("id").query.sql_with_params()
@@ -150,10 +242,11 @@ def corpus_load_grouped(
         "hashes": _int8_array(records["hash"].tolist()),
         "phrases": _int8_array(records["phrase"].tolist()),
         "starts": CLASS_STARTS.tolist(),
+        "first_to": FIRST_STEPS[1],
+        "base_from": BASELINE_STEPS[0],
         "max_matches": MAX_MATCHES,
-        "kinds": list(PROMPT_KINDS),
     }
-    # The two subqueries' own %s placeholders, named so that they mix with the others.
+    # The subqueries' own %s placeholders, named so that they mix with the others.
     names = [f"runs_{k}" for k in range(len(runs_params))]
     names += [f"selected_{k}" for k in range(len(selected_params))]
     params.update(zip(names, [*runs_params, *selected_params], strict=True))
@@ -164,55 +257,13 @@ def corpus_load_grouped(
         cursor.execute("SET LOCAL jit = off")
         cursor.execute("SET LOCAL work_mem = '64MB'")  # its sorts and hashes in memory
         cursor.execute("SET LOCAL enable_mergejoin = off")  # it misjudges the cache's join
-        cursor.execute(GROUPED_SQL.format(runs=runs_named, selected=selected_named), params)
-        per_class, stale, hits, excluded = cursor.fetchone()
-    per_class = _records(per_class, _PER_CLASS)
-    stale, hits = _records(stale, _STALE), _records(hits, _HIT)
-    labels = {
-        int(run): {"trigger": trigger, "task_type": task_type}
-        for run, trigger, task_type in zip(
-            runs["id"].tolist(), runs["trigger"].tolist(), runs["task_type"].tolist(), strict=True
-        )
-    }
-    session_of = dict(zip(runs["id"].tolist(), runs["session"].tolist(), strict=True))
-    texts = _prompt_texts(stale["id"].tolist())
-    stale_hit = _match_stale(stale, texts, matcher, cache)
-    corrections = _observations(
-        per_class["run"], per_class["cls"], per_class["n"], per_class["hits"]
-    )
-    new = np.flatnonzero(stale_hit)
-    corrections = _join(corrections, _observations(stale["run"], _class_of(stale["step"]),
-                                                   np.ones(len(stale), np.int64),
-                                                   stale_hit.astype(np.int64)))  # fmt: skip
-    tool_results = _observations(
-        per_class["run"], per_class["cls"], per_class["results"], per_class["errors"]
-    )
-    # Audit rows: the first MAX_MATCHES corrections in run and step order, of those known
-    # (the first MAX_MATCHES of them at most) and those matched now.
-    audit = [
-        (int(run), int(step), int(call), int(index))
-        for call, run, step, index in zip(hits["id"], hits["run"], hits["step"], hits["index"], strict=True)
-    ] + [
-        (int(stale["run"][k]), int(stale["step"][k]), int(stale["id"][k]), int(stale["index"][k]))
-        for k in new.tolist()
-    ]  # fmt: skip
-    audit = sorted(audit)[:MAX_MATCHES]
-    audit_texts = _prompt_texts([call for _, _, call, _ in audit])
-    matches = [
-        _match_row(audit_texts[call], matcher.match(audit_texts[call]), run, labels[run],
-                   session_of[run], index, step)
-        for run, step, call, index in audit
-    ]  # fmt: skip
-    matches.sort(key=lambda m: (m["session"], m["call_index"]))
-    return Corpus(
-        corrections,
-        tool_results,
-        {int(k): str(v) for k, v in zip(runs["id"].tolist(), runs["task_type"].tolist(), strict=True)},
-        {int(k): str(v) for k, v in zip(runs["id"].tolist(), runs["trigger"].tolist(), strict=True)},
-        matches,
-        dict(sorted((excluded or {}).items())),
-        int(corrections.hit.sum()),
-    )  # fmt: skip
+        kind_counts, kind_totals = _kind_columns()
+        sql = GROUPED_SQL.format(
+            runs=runs_named, selected=selected_named, kind_counts=kind_counts,
+            kind_totals=kind_totals,
+        )  # fmt: skip
+        cursor.execute(sql, params)
+        return cursor.fetchone()
 
 
 def _records(data, dtype: np.dtype) -> np.ndarray:
@@ -220,26 +271,87 @@ def _records(data, dtype: np.dtype) -> np.ndarray:
 
 
 def _class_of(step: np.ndarray) -> np.ndarray:
-    """The 1-based class of each step, as width_bucket numbers it."""
-    return np.searchsorted(CLASS_STARTS, step.astype(np.int64), side="right")
+    """The 0-based class of each step."""
+    return np.searchsorted(CLASS_STARTS, step.astype(np.int64), side="right") - 1
 
 
-def _observations(run, cls, n, hits) -> Observations:
-    """`n` observations per row at its class's first step, the first `hits` of them hits."""
-    n = n.astype(np.int64)
-    keep = n > 0
-    run, cls, n, hits = run[keep], cls[keep], n[keep], hits[keep].astype(np.int64)
-    first_of_row = np.repeat(np.cumsum(n) - n, n)
-    hit = (np.arange(int(n.sum())) - first_of_row) < np.repeat(hits, n)
-    step = CLASS_STARTS[cls.astype(np.int64) - 1]
-    return Observations(np.repeat(run.astype(np.int64), n), np.repeat(step, n), hit)
+def _count_stale(stale, stale_hit, run_ids, run_grp, per_run, per_group) -> None:
+    """Add the operator messages matched here to the counts the statement made."""
+    if len(stale) == 0:
+        return
+    row = np.searchsorted(run_ids, stale["run"].astype(np.int64))
+    step = stale["step"].astype(np.int64)
+    hit = stale_hit.astype(np.int64)
+    first, base = step <= FIRST_STEPS[1], step >= BASELINE_STEPS[0]
+    for column, values in enumerate((first, first * hit, base, base * hit, 1, hit)):
+        np.add.at(per_run[:, column], row, np.broadcast_to(values, row.shape).astype(np.int64))
+    cls = _class_of(step)
+    np.add.at(per_group[:, :, 0], (run_grp[row], cls), 1)
+    np.add.at(per_group[:, :, 1], (run_grp[row], cls), hit)
 
 
-def _join(a: Observations, b: Observations) -> Observations:
+def _observations(run_ids, run_grp, per_run: np.ndarray, per_group: np.ndarray) -> Observations:
+    """Observations with each run's counts in steps 1–5 and in the baseline, and each
+    group's per class, as the statement counted them: every rate, the bins' and the
+    bootstrap's over compactions, is then what the observations one by one would give.
+
+    `per_run` columns: n and hits in steps 1–5, in the baseline, in all; `per_group`
+    [group, class]: n and hits. Steps 1–5 are one class; in the baseline and the rest, a
+    group's observations are given its runs' counts in run order and its classes' counts
+    in class order (both sum to the same)."""
+    order = np.lexsort((run_ids, run_grp))  # by group, then run
+    runs, groups = run_ids[order], run_grp[order]
+    counts = per_run[order]
+    n_rest = counts[:, 4] - counts[:, 0] - counts[:, 2]
+    h_rest = counts[:, 5] - counts[:, 1] - counts[:, 3]
+    parts = {
+        "first": (counts[:, 1], counts[:, 0] - counts[:, 1]),
+        "baseline": (counts[:, 3], counts[:, 2] - counts[:, 3]),
+        "middle": (h_rest, n_rest - h_rest),
+    }
+    run_parts, step_parts, hit_parts = [], [], []
+    for segment, (hits, misses) in parts.items():
+        classes = CLASS_SEGMENTS[segment]
+        group_hits = per_group[:, classes, 1]
+        group_misses = per_group[:, classes, 0] - group_hits
+        for per_run_count, per_class_count, hit in (
+            (hits, group_hits, True),
+            (misses, group_misses, False),
+        ):
+            obs_runs = np.repeat(runs, per_run_count)
+            obs_steps = np.repeat(
+                np.tile(CLASS_STARTS[classes], len(per_class_count)), per_class_count.ravel()
+            )
+            if len(obs_runs) != len(obs_steps):
+                raise RuntimeError(f"Counts by run and by class differ ({segment}).")
+            run_parts.append(obs_runs)
+            step_parts.append(obs_steps)
+            hit_parts.append(np.full(len(obs_runs), hit))
+    del groups
     return Observations(
-        np.concatenate([a.run, b.run]), np.concatenate([a.step, b.step]),
-        np.concatenate([a.hit, b.hit]),
-    )  # fmt: skip
+        np.concatenate(run_parts), np.concatenate(step_parts), np.concatenate(hit_parts)
+    )
+
+
+def _audit_rows(hits, new_hits, matcher, labels, run_ids, run_grp) -> list[dict]:
+    """The first MAX_MATCHES corrections in run and step order, of those the cache knew
+    (the first MAX_MATCHES at most) and those matched now, each with its matched text."""
+    audit = sorted(
+        zip(*(np.r_[hits[name], new_hits[name]].astype(np.int64).tolist()
+              for name in ("run", "step", "id", "index", "session")), strict=True)
+    )[:MAX_MATCHES]  # fmt: skip
+    texts = _prompt_texts([call for _, _, call, _, _ in audit])
+    grp_of = dict(zip(run_ids.tolist(), run_grp.tolist(), strict=True))
+    matches = []
+    for run, step, call, index, session in audit:
+        task_type, trigger = labels[grp_of[run]]
+        prompt = texts[call]
+        row_labels = {"trigger": trigger, "task_type": task_type}
+        matches.append(
+            _match_row(prompt, matcher.match(prompt), run, row_labels, session, index, step)
+        )
+    matches.sort(key=lambda m: (m["session"], m["call_index"]))
+    return matches
 
 
 def _match_stale(

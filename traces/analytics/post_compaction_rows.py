@@ -136,12 +136,9 @@ def _empty_corpus() -> Corpus:
     return Corpus(empty, empty, {}, {})
 
 
-def run_rows(
-    *, workspace: Workspace, filters: AnalyticsFilters
-) -> tuple[pd.DataFrame | None, str, tuple]:
-    """The runs a full compaction started on a main thread (id, agent, first, last,
-    task_type, trigger, session, harness, index), None without any; and the SQL (with its
-    parameters) of their ids."""
+def observed_runs(*, workspace: Workspace, filters: AnalyticsFilters):
+    """The runs a full compaction started on a main thread, of the filters' task type and
+    harness."""
     runs = Run.objects.filter(
         workspace=workspace,
         started_by__isnull=False,
@@ -152,15 +149,25 @@ def run_rows(
         runs = runs.filter(task_type=filters.task_type)
     if filters.harness:
         runs = runs.filter(session__harness=filters.harness)
-    runs = runs.order_by()
-    ids_sql, ids_params = runs.values("id").query.sql_with_params()
+    return runs.order_by()
+
+
+def run_ids_sql(*, workspace: Workspace, filters: AnalyticsFilters) -> tuple[str, tuple]:
+    """The SQL (with its parameters) of the ids of `observed_runs`."""
+    return observed_runs(workspace=workspace, filters=filters).values("id").query.sql_with_params()
+
+
+def run_rows(*, workspace: Workspace, filters: AnalyticsFilters) -> pd.DataFrame | None:
+    """`observed_runs` (id, agent, first, last, task_type, trigger, session, harness,
+    index), None without any."""
+    runs = observed_runs(workspace=workspace, filters=filters)
     sql, params = runs.values_list(*_RUN_COLUMNS.values()).query.sql_with_params()
     with connection.cursor() as cursor:  # the ORM's query, without a model row per run
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     if not rows:
-        return None, ids_sql, ids_params
-    return pd.DataFrame(rows, columns=list(_RUN_COLUMNS)), ids_sql, ids_params
+        return None
+    return pd.DataFrame(rows, columns=list(_RUN_COLUMNS))
 
 
 _RUN_COLUMNS = {
@@ -176,7 +183,7 @@ def observed_calls(
     """The runs of `run_rows` and the calls observed in them, in run and step order (id,
     run, step, session, session_index and the stored text facts); (None, None) without
     such runs."""
-    frame, _, _ = run_rows(workspace=workspace, filters=filters)
+    frame = run_rows(workspace=workspace, filters=filters)
     if frame is None:
         return None, None
     calls = _packed_calls(workspace.pk, [int(a) for a in frame["agent"].unique()])
