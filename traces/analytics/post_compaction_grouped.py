@@ -35,7 +35,6 @@ from traces.analytics.post_compaction_rows import (
     _int8_array,
     _match_row,
     _prompt_texts,
-    run_ids_sql,
 )
 from traces.analytics.selectors import AnalyticsFilters, _call_level, selected_calls
 
@@ -59,7 +58,8 @@ CLASS_SEGMENTS["middle"] = np.setdiff1d(
     np.arange(len(CLASS_STARTS)), np.r_[CLASS_SEGMENTS["first"], CLASS_SEGMENTS["baseline"]]
 )
 
-# {runs}: the observed runs' ids (a subquery); {selected}: the call filters, or nothing.
+# {run_filters}: the task type and harness filters; {selected}: the call filters (a
+# subquery), or nothing.
 # A run's group is its (task type, trigger): the bins are counted per group and class, the
 # steps 1–5 and baseline per run (for the bootstrap over compactions).
 GROUPED_SQL = """
@@ -72,10 +72,11 @@ WITH runs AS MATERIALIZED (
                WHERE c0.session_id = r.session_id AND c0.session_index = r.first_call_index
                  AND c0.agent_id = r.agent_id
            )) AS lo
-    FROM traces_run r
+    FROM traces_run r  -- as `post_compaction_rows.observed_runs` selects them
+    JOIN traces_compaction k ON k.id = r.started_by_id AND k.kind = 'full'
+    JOIN traces_agent a ON a.id = r.agent_id AND a.kind = 'main'
     JOIN traces_session s ON s.id = r.session_id
-    JOIN traces_compaction k ON k.id = r.started_by_id
-    WHERE r.id IN ({runs})
+    WHERE r.workspace_id = %(workspace)s {run_filters}
 ), observed AS MATERIALIZED (
     SELECT runs.id AS run, runs.grp, runs.session_id AS session, c.id,
            c.agent_index - runs.lo + 1 AS step, c.session_index, c.prompt_kind,
@@ -227,7 +228,11 @@ def corpus_load_grouped(
 
 def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchCache) -> tuple:
     """The statement's one row (see GROUPED_SQL's columns)."""
-    runs_sql, runs_params = run_ids_sql(workspace=workspace, filters=filters)
+    run_filters = ""
+    if filters.task_type:
+        run_filters += " AND r.task_type = %(task_type)s"
+    if filters.harness:
+        run_filters += " AND s.harness = %(harness)s"
     selected, selected_params = "", ()
     if filters.project or filters.harness or _call_level(filters):
         sql, selected_params = (
@@ -238,6 +243,9 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchC
     params = {
         "flagging": sorted(str(harness) for harness in HARNESSES_WITH_ERROR_FLAGS),
         "max_step": MAX_STEP,
+        "workspace": workspace.pk,
+        "task_type": filters.task_type,
+        "harness": filters.harness,
         "calls": _int8_array(records["call"].tolist()),
         "hashes": _int8_array(records["hash"].tolist()),
         "phrases": _int8_array(records["phrase"].tolist()),
@@ -246,12 +254,10 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchC
         "base_from": BASELINE_STEPS[0],
         "max_matches": MAX_MATCHES,
     }
-    # The subqueries' own %s placeholders, named so that they mix with the others.
-    names = [f"runs_{k}" for k in range(len(runs_params))]
-    names += [f"selected_{k}" for k in range(len(selected_params))]
-    params.update(zip(names, [*runs_params, *selected_params], strict=True))
-    runs_named = runs_sql % tuple(f"%({name})s" for name in names[: len(runs_params)])
-    selected_named = selected % tuple(f"%({name})s" for name in names[len(runs_params) :])
+    # The subquery's own %s placeholders, named so that they mix with the others.
+    names = [f"selected_{k}" for k in range(len(selected_params))]
+    params.update(zip(names, selected_params, strict=True))
+    selected_named = selected % tuple(f"%({name})s" for name in names)
     with transaction.atomic(), connection.cursor() as cursor:
         # Compiling this statement took longer than running it (about 1.6 s at 1M calls).
         cursor.execute("SET LOCAL jit = off")
@@ -259,7 +265,7 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchC
         cursor.execute("SET LOCAL enable_mergejoin = off")  # it misjudges the cache's join
         kind_counts, kind_totals = _kind_columns()
         sql = GROUPED_SQL.format(
-            runs=runs_named, selected=selected_named, kind_counts=kind_counts,
+            run_filters=run_filters, selected=selected_named, kind_counts=kind_counts,
             kind_totals=kind_totals,
         )  # fmt: skip
         cursor.execute(sql, params)

@@ -152,11 +152,6 @@ def observed_runs(*, workspace: Workspace, filters: AnalyticsFilters):
     return runs.order_by()
 
 
-def run_ids_sql(*, workspace: Workspace, filters: AnalyticsFilters) -> tuple[str, tuple]:
-    """The SQL (with its parameters) of the ids of `observed_runs`."""
-    return observed_runs(workspace=workspace, filters=filters).values("id").query.sql_with_params()
-
-
 def run_rows(*, workspace: Workspace, filters: AnalyticsFilters) -> pd.DataFrame | None:
     """`observed_runs` (id, agent, first, last, task_type, trigger, session, harness,
     index), None without any."""
