@@ -32,7 +32,6 @@ from traces.analytics.post_compaction_rows import (
     MAX_MATCHES,
     MatchCache,
     _empty_corpus,
-    _int8_array,
     _match_row,
     _prompt_texts,
 )
@@ -89,15 +88,15 @@ WITH runs AS MATERIALIZED (
     ) AS c
     WHERE true {selected}  -- an agent's calls are its workspace's, as its runs are
 ), cached (call, hash, phrase) AS (
-    SELECT * FROM unnest(%(calls)s::int8[], %(hashes)s::int8[], %(phrases)s::int2[])
+    SELECT * FROM unnest(%(calls)b::int8[], %(hashes)b::int8[], %(phrases)b::int2[])
 ), operator AS MATERIALIZED (
     SELECT o.run, o.grp, o.session, o.id, o.step, o.session_index, p.hash IS NOT NULL AS prompted,
            p.hash, k.hash AS cached_hash, k.phrase
     FROM observed o
-    LEFT JOIN LATERAL (  -- by the primary key: no other workspace's prompt is read
-        SELECT hashtextextended(p.text, 0) AS hash FROM traces_operatorprompt p
-        WHERE p.call_id = o.id OFFSET 0
-    ) AS p ON true
+    LEFT JOIN (  -- each prompt's hash, joined by the call's key (hashed, not looked up
+        -- one by one: 276k lookups cost several times the scan)
+        SELECT call_id, hashtextextended(text, 0) AS hash FROM traces_operatorprompt OFFSET 0
+    ) AS p ON p.call_id = o.id
     LEFT JOIN cached k ON k.call = o.id
     WHERE o.prompt_kind = 'operator'
 ), known AS (  -- the operator messages whose match the cache holds (or without a prompt)
@@ -246,9 +245,10 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchC
         "workspace": workspace.pk,
         "task_type": filters.task_type,
         "harness": filters.harness,
-        "calls": _int8_array(records["call"].tolist()),
-        "hashes": _int8_array(records["hash"].tolist()),
-        "phrases": _int8_array(records["phrase"].tolist()),
+        # Sent as binary arrays: parsing the text of 3 × 300k numbers took a third of a second.
+        "calls": records["call"].astype(np.int64).tolist(),
+        "hashes": records["hash"].astype(np.int64).tolist(),
+        "phrases": records["phrase"].astype(np.int64).tolist(),
         "starts": CLASS_STARTS.tolist(),
         "first_to": FIRST_STEPS[1],
         "base_from": BASELINE_STEPS[0],
