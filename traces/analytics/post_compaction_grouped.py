@@ -207,7 +207,7 @@ def corpus_load_grouped(
     for grp, cls, n, h, t, e in rows[3] or []:
         per_group[grp, cls - 1] = (n, h, t, e)
     stale, hits = _records(rows[4], _STALE), _records(rows[5], _HIT)
-    stale_hit = _match_stale(stale, _prompt_texts(stale["id"].tolist()), matcher, cache)
+    stale_hit = _match_stale(stale, matcher, cache)
     _count_stale(stale, stale_hit, run_ids, run_grp, per_run, per_group)
     corrections = _observations(run_ids, run_grp, per_run[:, 0:6], per_group[:, :, 0:2])
     tool_results = _observations(run_ids, run_grp, per_run[:, 6:12], per_group[:, :, 2:4])
@@ -360,19 +360,32 @@ def _audit_rows(hits, new_hits, matcher, labels, run_ids, run_grp) -> list[dict]
     return matches
 
 
-def _match_stale(
-    stale: np.ndarray, texts: dict[int, str], matcher: PhraseMatcher, cache: MatchCache
-) -> np.ndarray:
-    """Match the prompts the cache held nothing current for, and put them in it (a prompt
-    deleted since the statement read it counts as no correction and is not kept)."""
+def _match_stale(stale: np.ndarray, matcher: PhraseMatcher, cache: MatchCache) -> np.ndarray:
+    """Match the prompts the cache held nothing current for, and put them in it. Prompts
+    with the same hash (the same text, as the cache itself assumes) are read and matched
+    once. A prompt deleted since the statement read it counts as no correction and is not
+    kept."""
     index = {phrase: k for k, phrase in enumerate(matcher.phrases)}
+    hashes, first, inverse = np.unique(stale["hash"], return_index=True, return_inverse=True)
+    calls = stale["id"].astype(np.int64)
+    texts = _prompt_texts(calls[first].tolist())
+    missing = [k for k, call in enumerate(calls[first].tolist()) if call not in texts]
+    if missing:  # the one read was deleted meanwhile: read every call of those texts
+        texts.update(_prompt_texts(calls[np.isin(inverse, missing)].tolist()))
+    matched: dict[str, int] = {}
     phrase = np.full(len(stale), -1, np.int16)
     gone = np.zeros(len(stale), bool)
-    for position, call in enumerate(stale["id"].tolist()):
-        prompt = texts.get(call)
-        found = matcher.match(prompt) if prompt is not None else None
-        phrase[position] = -1 if found is None else index[found[0]]
-        gone[position] = prompt is None
+    representative = calls[first]
+    for position, call in enumerate(calls.tolist()):
+        prompt = texts.get(int(representative[inverse[position]]), texts.get(call))
+        if prompt is None:
+            gone[position] = True
+            continue
+        if prompt not in matched:
+            found = matcher.match(prompt)
+            matched[prompt] = -1 if found is None else index[found[0]]
+        phrase[position] = matched[prompt]
+    del hashes
     if len(stale):
         fresh = np.zeros(int((~gone).sum()), MATCH_CACHE_DTYPE)
         fresh["call"], fresh["hash"], fresh["phrase"] = (
@@ -380,7 +393,7 @@ def _match_stale(
             stale["hash"][~gone],
             phrase[~gone],
         )
-        others = cache.records[~np.isin(cache.records["call"], stale["id"].astype(np.int64))]
+        others = cache.records[~np.isin(cache.records["call"], calls)]
         merged = np.concatenate([others, fresh])
         cache.records = merged[np.argsort(merged["call"], kind="stable")]
         cache.changed = True
