@@ -283,53 +283,77 @@ def _derive(
 ) -> None:
     """Add one session's derived rows to `writes`. Runs and touches of a session that may
     have some already (not `fresh`) are reconciled with them here."""
-    calls = [
-        CallRow(pk, agent, index, ts, ctx, i + cc + cr + out, sig, touches)
-        for pk, agent, index, ts, ctx, i, cc, cr, out, sig, touches, _model in rows
-    ]
-    derived = derive_session(
-        calls,
-        [CompactionRow(*row) for row in compaction_rows],
-        parents={pk: parent for pk, parent, _, _ in agent_rows},
-        start_kinds={pk: start for pk, _, _, start in agent_rows},
-    )
+    derived = _derive_calls(rows, compaction_rows, agent_rows)
     writes.compactions.extend(
         (c.before_call_index, c.after_call_index, c.pre_tokens, c.post_tokens, c.id)
         for c in derived.compactions
     )
-    runs = _run_objects(session, derived.runs)
-    touches = _touch_rows(session, derived.touches)
-    if fresh:
-        writes.new_runs.extend(runs)
-        writes.new_touches.extend(touches)
-    else:
-        _store_runs(session, runs)
-        FileTouch.objects.filter(session_id=session.pk).delete()
-        if touches:
-            _insert_touches(touches)
+    _add_runs_and_touches(session, derived, writes, fresh=fresh)
     start_kinds = {pk: start for pk, _, _, start in agent_rows}
     writes.agents.extend(
         (a.call_count, a.max_context, a.total_tokens, a.initial_context, a.started_at, a.ended_at,
          a.start_kind or start_kinds[a.agent], a.agent)
         for a in derived.agents
     )  # fmt: skip
+    writes.sessions.append(_session_totals(session, rows, compaction_rows, agent_rows))
+
+
+def _derive_calls(rows: list[tuple], compaction_rows: list[tuple], agent_rows: list[tuple]):
+    """The session's runs, touches, compaction sizes and agent totals from its rows."""
+    calls = [
+        CallRow(pk, agent, index, ts, ctx, i + cc + cr + out, sig, touches)
+        for pk, agent, index, ts, ctx, i, cc, cr, out, sig, touches, _model in rows
+    ]
+    return derive_session(
+        calls,
+        [CompactionRow(*row) for row in compaction_rows],
+        parents={pk: parent for pk, parent, _, _ in agent_rows},
+        start_kinds={pk: start for pk, _, _, start in agent_rows},
+    )
+
+
+def _add_runs_and_touches(session: Session, derived, writes: _Writes, *, fresh: bool) -> None:
+    """A fresh session's runs and touches are COPYed with the group; a session derived
+    before has its runs upserted (keeping their ids) and its touches replaced now."""
+    runs = _run_objects(session, derived.runs)
+    touches = _touch_rows(session, derived.touches)
+    if fresh:
+        writes.new_runs.extend(runs)
+        writes.new_touches.extend(touches)
+        return
+    _store_runs(session, runs)
+    FileTouch.objects.filter(session_id=session.pk).delete()
+    if touches:
+        _insert_touches(touches)
+
+
+def _session_totals(
+    session: Session, rows: list[tuple], compaction_rows: list[tuple], agent_rows: list[tuple]
+) -> tuple:
+    """The values of SESSION_UPDATED, then the session's id (SESSION_SQL's parameters)."""
     compaction_agents = {pk for pk, _, kind, _ in agent_rows if kind == AgentKind.COMPACTION}
+    return (
+        len(agent_rows) - len(compaction_agents),
+        len(rows),
+        sum(1 for row in compaction_rows if row[3] == "full"),
+        *_call_totals(rows, compaction_agents),
+        session.pk,
+    )
+
+
+def _call_totals(rows: list[tuple], compaction_agents: set[int]) -> tuple:
+    """Token sums, the largest context outside compaction agents, the first and last
+    timestamps and the models by use (SESSION_UPDATED from input_tokens on)."""
     models = Counter(row[11] for row in rows if row[11])
-    writes.sessions.append(
-        (
-            sum(1 for _, _, kind, _ in agent_rows if kind != AgentKind.COMPACTION),
-            len(rows),
-            sum(1 for row in compaction_rows if row[3] == "full"),
-            sum(row[5] for row in rows),
-            sum(row[6] for row in rows),
-            sum(row[7] for row in rows),
-            sum(row[8] for row in rows),
-            max((row[4] for row in rows if row[1] not in compaction_agents), default=0),
-            rows[0][3] if rows else None,
-            max((row[3] for row in rows), default=None),
-            orjson.dumps([name for name, _ in models.most_common()]).decode(),
-            session.pk,
-        )
+    return (
+        sum(row[5] for row in rows),
+        sum(row[6] for row in rows),
+        sum(row[7] for row in rows),
+        sum(row[8] for row in rows),
+        max((row[4] for row in rows if row[1] not in compaction_agents), default=0),
+        rows[0][3] if rows else None,
+        max((row[3] for row in rows), default=None),
+        orjson.dumps([name for name, _ in models.most_common()]).decode(),
     )
 
 
