@@ -102,47 +102,24 @@ WITH runs AS MATERIALIZED (
 ), known AS (  -- the operator messages whose match the cache holds (or without a prompt)
     SELECT run, grp, step, COALESCE(prompted AND phrase >= 0, false) AS hit
     FROM operator WHERE NOT prompted OR cached_hash = hash
-), per_run_operator AS (
-    SELECT run,
-           count(*) FILTER (WHERE step <= %(first_to)s) AS n1,
-           count(*) FILTER (WHERE hit AND step <= %(first_to)s) AS h1,
-           count(*) FILTER (WHERE step >= %(base_from)s) AS nb,
-           count(*) FILTER (WHERE hit AND step >= %(base_from)s) AS hb,
-           count(*) AS n, count(*) FILTER (WHERE hit) AS h
-    FROM known GROUP BY run
-), per_run_calls AS (  -- tool results and the prompt kinds not counted, in one pass
-    SELECT run,
-           COALESCE(sum(results) FILTER (WHERE step <= %(first_to)s), 0) AS t1,
-           COALESCE(sum(errors) FILTER (WHERE step <= %(first_to)s), 0) AS e1,
-           COALESCE(sum(results) FILTER (WHERE step >= %(base_from)s), 0) AS tb,
-           COALESCE(sum(errors) FILTER (WHERE step >= %(base_from)s), 0) AS eb,
-           sum(results) AS t, sum(errors) AS e,
+), operator_classes AS (  -- per run and step class: plain counts, one pass each
+    SELECT run, width_bucket(step, %(starts)s::int[]) AS class, count(*) AS n,
+           count(*) FILTER (WHERE hit) AS h
+    FROM known GROUP BY 1, 2
+), call_classes AS (
+    SELECT run, width_bucket(step, %(starts)s::int[]) AS class, sum(results) AS t,
+           sum(errors) AS e,
            {kind_counts}
-    FROM observed GROUP BY run
-), per_group AS (
-    SELECT grp, class, sum(n) AS n, sum(h) AS h, sum(t) AS t, sum(e) AS e
-    FROM (
-        SELECT grp, width_bucket(step, %(starts)s::int[]) AS class, count(*) AS n,
-               count(*) FILTER (WHERE hit) AS h, 0 AS t, 0 AS e
-        FROM known GROUP BY 1, 2
-        UNION ALL
-        SELECT grp, width_bucket(step, %(starts)s::int[]), 0, 0, sum(results), sum(errors)
-        FROM observed WHERE results > 0 GROUP BY 1, 2
-    ) AS parts GROUP BY 1, 2
+    FROM observed GROUP BY 1, 2
 )
 SELECT
     (SELECT string_agg(int8send(id) || int4send(grp::int4), ''::bytea) FROM runs),
     (SELECT json_agg(json_build_array(grp, task_type, trigger))
      FROM (SELECT DISTINCT grp, task_type, trigger FROM runs) AS labels),
-    (SELECT string_agg(int8send(c.run) || int8send(COALESCE(o.n1, 0)) || int8send(COALESCE(o.h1, 0))
-                       || int8send(COALESCE(o.nb, 0)) || int8send(COALESCE(o.hb, 0))
-                       || int8send(COALESCE(o.n, 0)) || int8send(COALESCE(o.h, 0))
-                       || int8send(c.t1::int8) || int8send(c.e1::int8) || int8send(c.tb::int8)
-                       || int8send(c.eb::int8) || int8send(c.t::int8) || int8send(c.e::int8),
-                       ''::bytea)
-     FROM per_run_calls c LEFT JOIN per_run_operator o ON o.run = c.run
-     WHERE o.n > 0 OR c.t > 0),
-    (SELECT json_agg(json_build_array(grp, class, n, h, t, e)) FROM per_group),
+    (SELECT string_agg(int8send(run) || int2send(class::int2) || int8send(n) || int8send(h),
+                       ''::bytea) FROM operator_classes),
+    (SELECT string_agg(int8send(run) || int2send(class::int2) || int8send(t::int8)
+                       || int8send(e::int8), ''::bytea) FROM call_classes WHERE t > 0),
     (SELECT string_agg(int8send(id) || int8send(run) || int8send(session) || int4send(step::int4)
                        || int4send(session_index::int4) || int8send(hash), ''::bytea)
      FROM operator WHERE prompted AND cached_hash IS DISTINCT FROM hash),
@@ -151,13 +128,14 @@ SELECT
      FROM (SELECT id, run, session, step, session_index FROM operator
            WHERE prompted AND cached_hash = hash AND phrase >= 0
            ORDER BY run, step LIMIT %(max_matches)s) AS first_hits),
-    (SELECT json_build_object({kind_totals}) FROM per_run_calls)
+    (SELECT json_build_object({kind_totals}) FROM call_classes)
 """
 _RUN = np.dtype([("id", ">i8"), ("grp", ">i4")])
 # Per run: operator messages and corrections in steps 1–5, in the baseline, in all; then
 # tool results and errors likewise.
 _PER_RUN_FIELDS = ("n1", "h1", "nb", "hb", "n", "h", "t1", "e1", "tb", "eb", "t", "e")
-_PER_RUN = np.dtype([("run", ">i8"), *((name, ">i8") for name in _PER_RUN_FIELDS)])
+# Per run and class (1-based): operator messages and corrections, or tool results and errors.
+_CLASS_COUNTS = np.dtype([("run", ">i8"), ("cls", ">i2"), ("n", ">i8"), ("h", ">i8")])
 # The prompt kinds counted (not operator messages), as a run's calls hold them.
 _EXCLUDED_KINDS = [kind for kind in PROMPT_KINDS if kind not in ("", "operator")] + ["unknown"]
 
@@ -199,13 +177,9 @@ def corpus_load_grouped(
     runs = runs[np.argsort(runs["id"], kind="stable")]
     run_ids, run_grp = runs["id"].astype(np.int64), runs["grp"].astype(np.int64)
     per_run = np.zeros((len(runs), len(_PER_RUN_FIELDS)), np.int64)
-    counted = _records(rows[2], _PER_RUN)
-    at = np.searchsorted(run_ids, counted["run"].astype(np.int64))
-    for column, name in enumerate(_PER_RUN_FIELDS):
-        per_run[at, column] = counted[name]
     per_group = np.zeros((len(labels), len(CLASS_STARTS), 4), np.int64)
-    for grp, cls, n, h, t, e in rows[3] or []:
-        per_group[grp, cls - 1] = (n, h, t, e)
+    _count_classes(_records(rows[2], _CLASS_COUNTS), run_ids, run_grp, per_run, per_group, 0)
+    _count_classes(_records(rows[3], _CLASS_COUNTS), run_ids, run_grp, per_run, per_group, 1)
     stale, hits = _records(rows[4], _STALE), _records(rows[5], _HIT)
     stale_hit = _match_stale(stale, matcher, cache)
     _count_stale(stale, stale_hit, run_ids, run_grp, per_run, per_group)
@@ -250,8 +224,6 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchC
         "hashes": records["hash"].astype(np.int64).tolist(),
         "phrases": records["phrase"].astype(np.int64).tolist(),
         "starts": CLASS_STARTS.tolist(),
-        "first_to": FIRST_STEPS[1],
-        "base_from": BASELINE_STEPS[0],
         "max_matches": MAX_MATCHES,
     }
     # The subquery's own %s placeholders, named so that they mix with the others.
@@ -279,6 +251,21 @@ def _records(data, dtype: np.dtype) -> np.ndarray:
 def _class_of(step: np.ndarray) -> np.ndarray:
     """The 0-based class of each step."""
     return np.searchsorted(CLASS_STARTS, step.astype(np.int64), side="right") - 1
+
+
+def _count_classes(counts, run_ids, run_grp, per_run, per_group, kind: int) -> None:
+    """Add per-(run, class) counts (`kind` 0: operator messages, 1: tool results) to the
+    per-run columns (steps 1–5, baseline, all) and the per-(group, class) counts."""
+    row = np.searchsorted(run_ids, counts["run"].astype(np.int64))
+    cls = counts["cls"].astype(np.int64) - 1
+    n, h = counts["n"].astype(np.int64), counts["h"].astype(np.int64)
+    first = np.isin(cls, CLASS_SEGMENTS["first"])
+    base = np.isin(cls, CLASS_SEGMENTS["baseline"])
+    offset = 6 * kind
+    for column, values in enumerate((n * first, h * first, n * base, h * base, n, h)):
+        np.add.at(per_run[:, offset + column], row, values)
+    np.add.at(per_group[:, :, 2 * kind], (run_grp[row], cls), n)
+    np.add.at(per_group[:, :, 2 * kind + 1], (run_grp[row], cls), h)
 
 
 def _count_stale(stale, stale_hit, run_ids, run_grp, per_run, per_group) -> None:
