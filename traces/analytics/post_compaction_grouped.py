@@ -32,6 +32,7 @@ from traces.analytics.post_compaction_rows import (
     MAX_MATCHES,
     MatchCache,
     _empty_corpus,
+    _lookup,
     _match_row,
     _prompt_texts,
 )
@@ -87,25 +88,14 @@ WITH runs AS MATERIALIZED (
         WHERE c.agent_id = runs.agent_id AND c.agent_index >= runs.lo AND c.agent_index < runs.lo + runs.n
     ) AS c
     WHERE true {selected}  -- an agent's calls are its workspace's, as its runs are
-), cached (call, hash, phrase) AS (
-    SELECT * FROM unnest(%(calls)b::int8[], %(hashes)b::int8[], %(phrases)b::int2[])
 ), operator AS MATERIALIZED (
-    SELECT o.run, o.grp, o.session, o.id, o.step, o.session_index, p.hash IS NOT NULL AS prompted,
-           p.hash, k.hash AS cached_hash, k.phrase
+    SELECT o.run, o.session, o.id, o.step, o.session_index, p.hash
     FROM observed o
     LEFT JOIN (  -- each prompt's hash, joined by the call's key (hashed, not looked up
         -- one by one: 276k lookups cost several times the scan)
         SELECT call_id, hashtextextended(text, 0) AS hash FROM traces_operatorprompt OFFSET 0
     ) AS p ON p.call_id = o.id
-    LEFT JOIN cached k ON k.call = o.id
     WHERE o.prompt_kind = 'operator'
-), known AS (  -- the operator messages whose match the cache holds (or without a prompt)
-    SELECT run, grp, step, COALESCE(prompted AND phrase >= 0, false) AS hit
-    FROM operator WHERE NOT prompted OR cached_hash = hash
-), operator_classes AS (  -- per run and step class: plain counts, one pass each
-    SELECT run, width_bucket(step, %(starts)s::int[]) AS class, count(*) AS n,
-           count(*) FILTER (WHERE hit) AS h
-    FROM known GROUP BY 1, 2
 ), call_classes AS (
     SELECT run, width_bucket(step, %(starts)s::int[]) AS class, sum(results) AS t,
            sum(errors) AS e,
@@ -116,18 +106,11 @@ SELECT
     (SELECT string_agg(int8send(id) || int4send(grp::int4), ''::bytea) FROM runs),
     (SELECT json_agg(json_build_array(grp, task_type, trigger))
      FROM (SELECT DISTINCT grp, task_type, trigger FROM runs) AS labels),
-    (SELECT string_agg(int8send(run) || int2send(class::int2) || int8send(n) || int8send(h),
-                       ''::bytea) FROM operator_classes),
+    (SELECT string_agg(int8send(id) || int8send(run) || int8send(session) || int4send(step::int4)
+                       || int4send(session_index::int4) || int8send(COALESCE(hash, 0))
+                       || int2send((hash IS NOT NULL)::int::int2), ''::bytea) FROM operator),
     (SELECT string_agg(int8send(run) || int2send(class::int2) || int8send(t::int8)
                        || int8send(e::int8), ''::bytea) FROM call_classes WHERE t > 0),
-    (SELECT string_agg(int8send(id) || int8send(run) || int8send(session) || int4send(step::int4)
-                       || int4send(session_index::int4) || int8send(hash), ''::bytea)
-     FROM operator WHERE prompted AND cached_hash IS DISTINCT FROM hash),
-    (SELECT string_agg(int8send(id) || int8send(run) || int8send(session) || int4send(step::int4)
-                       || int4send(session_index::int4), ''::bytea)
-     FROM (SELECT id, run, session, step, session_index FROM operator
-           WHERE prompted AND cached_hash = hash AND phrase >= 0
-           ORDER BY run, step LIMIT %(max_matches)s) AS first_hits),
     (SELECT json_build_object({kind_totals}) FROM call_classes)
 """
 _RUN = np.dtype([("id", ">i8"), ("grp", ">i4")])
@@ -151,13 +134,12 @@ def _kind_columns() -> tuple[str, str]:
     return ",\n           ".join(counts), ", ".join(totals)
 
 
-_STALE = np.dtype(
+# An observed operator message: its call, run, session, step and session position, its
+# prompt's hash and whether it has a stored prompt.
+_OPERATOR = np.dtype(
     [("id", ">i8"), ("run", ">i8"), ("session", ">i8"), ("step", ">i4"), ("index", ">i4"),
-     ("hash", ">i8")]
+     ("hash", ">i8"), ("prompted", ">i2")]
 )  # fmt: skip
-_HIT = np.dtype(
-    [("id", ">i8"), ("run", ">i8"), ("session", ">i8"), ("step", ">i4"), ("index", ">i4")]
-)
 
 
 def corpus_load_grouped(
@@ -178,11 +160,13 @@ def corpus_load_grouped(
     run_ids, run_grp = runs["id"].astype(np.int64), runs["grp"].astype(np.int64)
     per_run = np.zeros((len(runs), len(_PER_RUN_FIELDS)), np.int64)
     per_group = np.zeros((len(labels), len(CLASS_STARTS), 4), np.int64)
-    _count_classes(_records(rows[2], _CLASS_COUNTS), run_ids, run_grp, per_run, per_group, 0)
+    operator = _records(rows[2], _OPERATOR)
+    hit = _operator_hits(operator, matcher, cache)
+    counts = np.zeros(len(operator), _CLASS_COUNTS)
+    counts["run"], counts["cls"] = operator["run"], _class_of(operator["step"]) + 1
+    counts["n"], counts["h"] = 1, hit
+    _count_classes(counts, run_ids, run_grp, per_run, per_group, 0)
     _count_classes(_records(rows[3], _CLASS_COUNTS), run_ids, run_grp, per_run, per_group, 1)
-    stale, hits = _records(rows[4], _STALE), _records(rows[5], _HIT)
-    stale_hit = _match_stale(stale, matcher, cache)
-    _count_stale(stale, stale_hit, run_ids, run_grp, per_run, per_group)
     corrections = _observations(run_ids, run_grp, per_run[:, 0:6], per_group[:, :, 0:2])
     tool_results = _observations(run_ids, run_grp, per_run[:, 6:12], per_group[:, :, 2:4])
     task_types = np.array([labels[g][0] for g in range(len(labels))], dtype=object)
@@ -193,8 +177,8 @@ def corpus_load_grouped(
         tool_results,
         dict(zip(ids, task_types[run_grp].tolist(), strict=True)),
         dict(zip(ids, triggers[run_grp].tolist(), strict=True)),
-        _audit_rows(hits, stale[stale_hit], matcher, labels, run_ids, run_grp),
-        {kind: int(n) for kind, n in sorted((rows[6] or {}).items()) if n},
+        _audit_rows(operator[hit], matcher, labels, run_ids, run_grp),
+        {kind: int(n) for kind, n in sorted((rows[4] or {}).items()) if n},
         int(corrections.hit.sum()),
     )
 
@@ -212,17 +196,12 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchC
             selected_calls(workspace, filters).values("id").query.sql_with_params()
         )
         selected = f"AND c.id IN ({sql})"
-    records = cache.records
     params = {
         "flagging": sorted(str(harness) for harness in HARNESSES_WITH_ERROR_FLAGS),
         "max_step": MAX_STEP,
         "workspace": workspace.pk,
         "task_type": filters.task_type,
         "harness": filters.harness,
-        # Sent as binary arrays: parsing the text of 3 × 300k numbers took a third of a second.
-        "calls": records["call"].astype(np.int64).tolist(),
-        "hashes": records["hash"].astype(np.int64).tolist(),
-        "phrases": records["phrase"].astype(np.int64).tolist(),
         "starts": CLASS_STARTS.tolist(),
         "max_matches": MAX_MATCHES,
     }
@@ -268,19 +247,19 @@ def _count_classes(counts, run_ids, run_grp, per_run, per_group, kind: int) -> N
     np.add.at(per_group[:, :, 2 * kind + 1], (run_grp[row], cls), h)
 
 
-def _count_stale(stale, stale_hit, run_ids, run_grp, per_run, per_group) -> None:
-    """Add the operator messages matched here to the counts the statement made."""
-    if len(stale) == 0:
-        return
-    row = np.searchsorted(run_ids, stale["run"].astype(np.int64))
-    step = stale["step"].astype(np.int64)
-    hit = stale_hit.astype(np.int64)
-    first, base = step <= FIRST_STEPS[1], step >= BASELINE_STEPS[0]
-    for column, values in enumerate((first, first * hit, base, base * hit, 1, hit)):
-        np.add.at(per_run[:, column], row, np.broadcast_to(values, row.shape).astype(np.int64))
-    cls = _class_of(step)
-    np.add.at(per_group[:, :, 0], (run_grp[row], cls), 1)
-    np.add.at(per_group[:, :, 1], (run_grp[row], cls), hit)
+def _operator_hits(operator: np.ndarray, matcher: PhraseMatcher, cache: MatchCache) -> np.ndarray:
+    """Whether each operator message is a correction: the cache's match where it holds
+    one for the call under the same prompt hash, else matched now (and cached)."""
+    hit = np.zeros(len(operator), bool)
+    prompted = operator["prompted"] > 0
+    calls = operator["id"].astype(np.int64)
+    at, known = _lookup(cache.records["call"], calls)
+    known &= prompted
+    known[known] = cache.records["hash"][at[known]] == operator["hash"][known]
+    hit[known] = cache.records["phrase"][at[known]] >= 0
+    stale = np.flatnonzero(prompted & ~known)
+    hit[stale] = _match_stale(operator[stale], matcher, cache)
+    return hit
 
 
 def _observations(run_ids, run_grp, per_run: np.ndarray, per_group: np.ndarray) -> Observations:
@@ -326,17 +305,21 @@ def _observations(run_ids, run_grp, per_run: np.ndarray, per_group: np.ndarray) 
     )
 
 
-def _audit_rows(hits, new_hits, matcher, labels, run_ids, run_grp) -> list[dict]:
-    """The first MAX_MATCHES corrections in run and step order, of those the cache knew
-    (the first MAX_MATCHES at most) and those matched now, each with its matched text."""
-    audit = sorted(
-        zip(*(np.r_[hits[name], new_hits[name]].astype(np.int64).tolist()
-              for name in ("run", "step", "id", "index", "session")), strict=True)
-    )[:MAX_MATCHES]  # fmt: skip
-    texts = _prompt_texts([call for _, _, call, _, _ in audit])
+def _audit_rows(hits, matcher, labels, run_ids, run_grp) -> list[dict]:
+    """The first MAX_MATCHES corrections in run and step order, each with its matched
+    text."""
+    order = np.lexsort((hits["step"], hits["run"]))[:MAX_MATCHES]
+    kept = hits[order]
+    texts = _prompt_texts(kept["id"].astype(np.int64).tolist())
     grp_of = dict(zip(run_ids.tolist(), run_grp.tolist(), strict=True))
     matches = []
-    for run, step, call, index, session in audit:
+    for run, step, call, index, session in zip(
+        *(
+            kept[name].astype(np.int64).tolist()
+            for name in ("run", "step", "id", "index", "session")
+        ),
+        strict=True,
+    ):
         task_type, trigger = labels[grp_of[run]]
         prompt = texts[call]
         row_labels = {"trigger": trigger, "task_type": task_type}
