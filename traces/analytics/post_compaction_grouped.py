@@ -1,14 +1,17 @@
 """Observations after compaction grouped in PostgreSQL: one statement finds each observed
 call's step from the facts derivation stores (`Call.agent_index`, `Run.first_agent_index`:
-step = agent_index − first_agent_index + 1) and returns per run and step class the operator
-messages, their cached corrections and the tool results and errors: tens of thousands of
-rows where the row-by-row path (`post_compaction_rows`) brought every observed call to
-Python. Only the operator prompts the match cache holds nothing current for (missing, or
-edited since: their hash differs) come back one by one, to be matched here.
+step = agent_index − first_agent_index + 1), reading the runs' first calls index-only, and
+returns the tool results and errors per run and step class, and each operator message
+with its step and its prompt's hash: the match cache is looked up here (numpy), and only
+the prompts it holds nothing current for (new, or edited since: their hash differs) are
+read and matched. The row-by-row path (`post_compaction_rows`) brought every observed call
+to Python.
 
 A step class is a range of steps in which every range the analysis asks about (the bins,
-steps 1–5, the baseline) either holds all steps or none; each class's observations stand
-at its first step, so the section is the same as from the exact steps."""
+steps 1–5, the baseline) either holds all steps or none. Observations are laid out from the
+counts per run (steps 1–5, baseline, all) and per (task type, trigger) and class, each at
+its class's first step: every rate, interval and bootstrap is the same as from the exact
+steps."""
 
 from __future__ import annotations
 
