@@ -360,10 +360,18 @@ class Call(WorkspaceOwned):
         indexes = [
             models.Index(fields=["session", "session_index"]),
             # Covering the facts behaviour after compaction groups by step (the runs' first
-            # calls, read index-only: `post_compaction_grouped`).
+            # calls, read index-only: `post_compaction_grouped`). Key columns rather than
+            # INCLUDE, which SQLite lacks (its system check warns).
             models.Index(
-                fields=["agent", "agent_index"],
-                include=["id", "session_index", "prompt_kind", "tool_results", "tool_errors"],
+                fields=[
+                    "agent",
+                    "agent_index",
+                    "id",
+                    "session_index",
+                    "prompt_kind",
+                    "tool_results",
+                    "tool_errors",
+                ],
                 name="call_agent_position_facts",
             ),
             models.Index(fields=["workspace", "timestamp"]),

@@ -40,8 +40,15 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="call",
             index=models.Index(
-                fields=["agent", "agent_index"],
-                include=("id", "session_index", "prompt_kind", "tool_results", "tool_errors"),
+                fields=[
+                    "agent",
+                    "agent_index",
+                    "id",
+                    "session_index",
+                    "prompt_kind",
+                    "tool_results",
+                    "tool_errors",
+                ],
                 name="call_agent_position_facts",
             ),
         ),
