@@ -216,7 +216,9 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchC
         # Compiling this statement took longer than running it (about 1.6 s at 1M calls).
         cursor.execute("SET LOCAL jit = off")
         cursor.execute("SET LOCAL work_mem = '64MB'")  # its sorts and hashes in memory
-        cursor.execute("SET LOCAL enable_mergejoin = off")  # it misjudges the prompts' join (estimates)
+        cursor.execute(
+            "SET LOCAL enable_mergejoin = off"
+        )  # it misjudges the prompts' join (estimates)
         kind_counts, kind_totals = _kind_columns()
         sql = GROUPED_SQL.format(
             run_filters=run_filters, selected=selected_named, kind_counts=kind_counts,
