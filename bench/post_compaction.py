@@ -8,8 +8,10 @@ none, tool uses, tool results with errors) and the text facts the loader stores 
 each way in turn in the same run:
 
 * the analytics job's `post_compaction_section` with its match cache empty (the first
-  refresh after the phrase list changed) and filled (every later refresh);
-* main's loader before this change (`bench/post_compaction_previous.py`), the baseline;
+  refresh after the phrase list changed) and filled (every later refresh): grouped in
+  PostgreSQL from the step stored at derive time (`post_compaction_grouped`);
+* the loader before that, row by row (`post_compaction_rows`), cache filled;
+* main's loader before both (`bench/post_compaction_previous.py`), the baseline;
 * with --decompressing, the loader before the text facts (`corpus_load_decompressing`).
 
 All must give the same section. `--reuse` keeps a database built before (set BENCH_DB to
@@ -191,7 +193,7 @@ def corpus_load_decompressing(*, workspace, filters, matcher):
     """The loader as it was before the text facts (kept here as the baseline): the same
     calls, then every call's text decompressed to find operator prompts and tool results."""
     from traces.analysis.post_compaction import Corpus, Observations, message_kind
-    from traces.analytics.post_compaction_selectors import (
+    from traces.analytics.post_compaction_rows import (
         HARNESSES_WITH_ERROR_FLAGS,
         MAX_MATCHES,
         _empty_corpus,
@@ -282,14 +284,17 @@ def section(workspace, how: str) -> tuple[dict, float]:
       dropped, as after a new phrase list: every operator prompt is read and matched, and
       the cache stored;
     * "cache filled": the service again, as on every later refresh (new prompts only);
-    * "previous": main's loader before this change (`bench/post_compaction_previous.py`);
+    * "rows": the loader before this change, which brought every observed call to Python
+      (`post_compaction_rows.corpus_load_rows`, still the SQLite path), match cache filled;
+    * "previous": main's loader before that (`bench/post_compaction_previous.py`);
     * "decompressing": the loader before the text facts (`corpus_load_decompressing`)."""
     from django.db import connection
 
     from bench import post_compaction_previous
     from traces.analysis.post_compaction import PhraseMatcher, post_compaction
     from traces.analytics.models import CorrectionMatchCache
-    from traces.analytics.post_compaction_selectors import phrase_list_current
+    from traces.analytics.post_compaction_rows import corpus_load_rows
+    from traces.analytics.post_compaction_selectors import match_cache_get, phrase_list_current
     from traces.analytics.post_compaction_services import post_compaction_section
     from traces.analytics.selectors import AnalyticsFilters
 
@@ -300,6 +305,14 @@ def section(workspace, how: str) -> tuple[dict, float]:
     if how.startswith("cache"):
         result = post_compaction_section(workspace=workspace, filters=AnalyticsFilters())
         result.pop("phrases")
+    elif how == "rows":
+        phrases = phrase_list_current(workspace=workspace)
+        matcher = PhraseMatcher(phrases.phrases)
+        cache = match_cache_get(workspace=workspace, matcher=matcher)
+        corpus = corpus_load_rows(
+            workspace=workspace, filters=AnalyticsFilters(), matcher=matcher, cache=cache
+        )
+        result = post_compaction(corpus, phrase_version=phrases.version)
     else:
         loader = {
             "previous": post_compaction_previous.corpus_load,
@@ -318,13 +331,8 @@ def stages(workspace) -> dict[str, float]:
     from django.db import connection
 
     from traces.analysis.post_compaction import PhraseMatcher, post_compaction
-    from traces.analytics.post_compaction_selectors import (
-        _phrase_indexes,
-        corpus_load,
-        match_cache_get,
-        observed_calls,
-        phrase_list_current,
-    )
+    from traces.analytics.post_compaction_grouped import corpus_load_grouped
+    from traces.analytics.post_compaction_selectors import match_cache_get, phrase_list_current
     from traces.analytics.selectors import AnalyticsFilters
 
     connection.close()
@@ -334,20 +342,15 @@ def stages(workspace) -> dict[str, float]:
     cache = match_cache_get(workspace=workspace, matcher=matcher)
     times[f"match cache ({len(cache.records):,} records)"] = time.perf_counter() - begin
     begin = time.perf_counter()
-    runs, calls = observed_calls(workspace=workspace, filters=AnalyticsFilters())
-    times[f"{len(calls):,} observed calls and {len(runs):,} runs"] = time.perf_counter() - begin
-    begin = time.perf_counter()
-    operator = calls["id"][calls["prompt_kind"] == "operator"].to_numpy(np.int64)
-    _phrase_indexes(workspace.pk, operator, matcher, cache)
-    times[f"{len(operator):,} operator prompts hashed and looked up"] = time.perf_counter() - begin
-    begin = time.perf_counter()
-    corpus = corpus_load(
+    corpus = corpus_load_grouped(
         workspace=workspace, filters=AnalyticsFilters(), matcher=matcher, cache=cache
     )
-    loaded = time.perf_counter() - begin
+    times[
+        f"grouped statement and audit rows ({len(corpus.run_trigger):,} runs, "
+        f"{len(corpus.corrections.run) + len(corpus.tool_results.run):,} observations)"
+    ] = time.perf_counter() - begin
     begin = time.perf_counter()
     post_compaction(corpus, phrase_version=1)
-    times["whole load again"] = loaded
     times["statistics (`post_compaction`)"] = time.perf_counter() - begin
     return times
 
@@ -395,8 +398,9 @@ def main() -> None:
     from bench.common import write_section
     from governance.models import Workspace
     from governance.services import workspace_create
+    from traces.derive import runs_fill_first_agent_index
 
-    ways = ["cache empty", "cache filled", "previous"] + (
+    ways = ["cache empty", "cache filled", "rows", "previous"] + (
         ["decompressing"] if args.decompressing else []
     )
     rows = []
@@ -412,6 +416,9 @@ def main() -> None:
                 workspace, args.calls, seed=1 + number, prefix=f"s{number}", **shape["generate"]
             )
             built.update(add_texts(workspace, shape, seed=10 + number))
+            # The generator COPY-loads runs as they were before 0015: fill what derivation
+            # now stores with each run (as the migration does for existing databases).
+            runs_fill_first_agent_index(workspace_id=workspace.pk)
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE")
             log(f"{name}: built {built} in {time.perf_counter() - start:.0f} s")
@@ -433,14 +440,15 @@ def main() -> None:
     labels = {
         "cache empty": "New, match cache empty",
         "cache filled": "New, match cache filled",
+        "rows": "Row by row (before this change), cache filled",
         "previous": "Previous (main)",
         "decompressing": "Decompressing texts",
     }
     table = [
         "| Shape | Corpus | Observed | "
         + " | ".join(f"{labels[way]}: median s (runs)" for way in ways)
-        + " | Previous ÷ new (empty) | Previous ÷ new (filled) |",
-        "|---|---|---|" + "---:|" * (len(ways) + 2),
+        + " | Row by row ÷ new (filled) | Previous ÷ new (empty) | Previous ÷ new (filled) |",
+        "|---|---|---|" + "---:|" * (len(ways) + 3),
     ]
     for name, built, result, samples, _ in rows:
         medians = {way: statistics.median(samples[way]) for way in ways}
@@ -455,6 +463,7 @@ def main() -> None:
             f"{result['compactions']:,} compactions, {result['operator_messages']:,} operator "
             f"messages, {result['tool_results']:,} tool results, {result['matches_total']:,} "
             f"corrections | " + " | ".join(cells) + " | "
+            f"{medians['rows'] / medians['cache filled']:.1f}× | "
             f"{medians['previous'] / medians['cache empty']:.1f}× | "
             f"{medians['previous'] / medians['cache filled']:.1f}× |"
         )
@@ -467,8 +476,11 @@ def main() -> None:
             f"{args.repeat} runs of each way, taken in turn in the same run. *Match cache "
             f"empty*: the first refresh after the phrase list changed (every operator prompt "
             f"read and matched, the cache stored). *Match cache filled*: every later refresh "
-            f"(only new or edited prompts are read and matched). *Previous*: main's loader "
-            f"before this change, in the same run. The corpora are COPY-loaded "
+            f"(only new or edited prompts are read and matched). *Row by row*: the loader "
+            f"before this change (every observed call brought to Python, steps found there; "
+            f"still the SQLite path), cache filled. *Previous*: main's loader before that, in "
+            f"the same run. The new path groups in PostgreSQL by run and step class from the "
+            f"step stored at derive time (`Run.first_agent_index`). The corpora are COPY-loaded "
             f"(`bench.analytics.generate`), each call with a stored text drawn from {POOL:,} "
             f"generated ones and the facts the loader stores for it; every way gave the same "
             f"section on every run (audit rows aside when more than 2,000 corrections cut "

@@ -53,7 +53,7 @@ CALL_FIELDS = (
 )  # fmt: skip
 RUN_COLUMNS = (
     "workspace_id", "session_id", "agent_id", "index", "started_by_id", "first_call_index",
-    "last_call_index", "call_count", "max_context", "median_context", "task_type",
+    "last_call_index", "call_count", "first_agent_index", "max_context", "median_context", "task_type",
     "task_type_reason", "started_at", "ended_at",
 )  # fmt: skip
 TOUCH_COLUMNS = (
@@ -91,6 +91,25 @@ def sessions_derive_many(*, session_ids) -> None:
                 )
             if sessions:
                 _derive_from_database(sessions)
+
+
+# Runs stored without their first call's agent position (before migration 0015, or
+# loaded by other means than derivation): filled set-based from that call.
+RUN_FIRST_AGENT_INDEX_SQL = """
+UPDATE traces_run SET first_agent_index = (
+    SELECT min(c.agent_index) FROM traces_call c
+    WHERE c.session_id = traces_run.session_id AND c.session_index = traces_run.first_call_index
+      AND c.agent_id = traces_run.agent_id
+)
+WHERE first_agent_index IS NULL AND workspace_id = %s
+"""
+
+
+def runs_fill_first_agent_index(*, workspace_id: int) -> int:
+    """Fill `Run.first_agent_index` where it is null; the number of runs filled."""
+    with connection.cursor() as cursor:
+        cursor.execute(RUN_FIRST_AGENT_INDEX_SQL, [workspace_id])
+        return cursor.rowcount
 
 
 def _derive_from_database(sessions: list[Session]) -> None:
@@ -264,76 +283,110 @@ def _derive(
 ) -> None:
     """Add one session's derived rows to `writes`. Runs and touches of a session that may
     have some already (not `fresh`) are reconciled with them here."""
-    calls = [
-        CallRow(pk, agent, index, ts, ctx, i + cc + cr + out, sig, touches)
-        for pk, agent, index, ts, ctx, i, cc, cr, out, sig, touches, _model in rows
-    ]
-    derived = derive_session(
-        calls,
-        [CompactionRow(*row) for row in compaction_rows],
-        parents={pk: parent for pk, parent, _, _ in agent_rows},
-        start_kinds={pk: start for pk, _, _, start in agent_rows},
-    )
+    derived = _derive_calls(rows, compaction_rows, agent_rows)
     writes.compactions.extend(
         (c.before_call_index, c.after_call_index, c.pre_tokens, c.post_tokens, c.id)
         for c in derived.compactions
     )
-    runs = _run_objects(session, derived.runs)
-    touches = _touch_rows(session, derived.touches)
-    if fresh:
-        writes.new_runs.extend(runs)
-        writes.new_touches.extend(touches)
-    else:
-        _store_runs(session, runs)
-        FileTouch.objects.filter(session_id=session.pk).delete()
-        if touches:
-            _insert_touches(touches)
+    _add_runs_and_touches(session, derived, writes, fresh=fresh)
     start_kinds = {pk: start for pk, _, _, start in agent_rows}
     writes.agents.extend(
         (a.call_count, a.max_context, a.total_tokens, a.initial_context, a.started_at, a.ended_at,
          a.start_kind or start_kinds[a.agent], a.agent)
         for a in derived.agents
     )  # fmt: skip
+    writes.sessions.append(_session_totals(session, rows, compaction_rows, agent_rows))
+
+
+def _derive_calls(rows: list[tuple], compaction_rows: list[tuple], agent_rows: list[tuple]):
+    """The session's runs, touches, compaction sizes and agent totals from its rows."""
+    calls = [
+        CallRow(pk, agent, index, ts, ctx, i + cc + cr + out, sig, touches)
+        for pk, agent, index, ts, ctx, i, cc, cr, out, sig, touches, _model in rows
+    ]
+    return derive_session(
+        calls,
+        [CompactionRow(*row) for row in compaction_rows],
+        parents={pk: parent for pk, parent, _, _ in agent_rows},
+        start_kinds={pk: start for pk, _, _, start in agent_rows},
+    )
+
+
+def _add_runs_and_touches(session: Session, derived, writes: _Writes, *, fresh: bool) -> None:
+    """A fresh session's runs and touches are COPYed with the group; a session derived
+    before has its runs upserted (keeping their ids) and its touches replaced now."""
+    runs = _run_objects(session, derived.runs)
+    touches = _touch_rows(session, derived.touches)
+    if fresh:
+        writes.new_runs.extend(runs)
+        writes.new_touches.extend(touches)
+        return
+    _store_runs(session, runs)
+    FileTouch.objects.filter(session_id=session.pk).delete()
+    if touches:
+        _insert_touches(touches)
+
+
+def _session_totals(
+    session: Session, rows: list[tuple], compaction_rows: list[tuple], agent_rows: list[tuple]
+) -> tuple:
+    """The values of SESSION_UPDATED, then the session's id (SESSION_SQL's parameters)."""
     compaction_agents = {pk for pk, _, kind, _ in agent_rows if kind == AgentKind.COMPACTION}
+    return (
+        len(agent_rows) - len(compaction_agents),
+        len(rows),
+        sum(1 for row in compaction_rows if row[3] == "full"),
+        *_call_totals(rows, compaction_agents),
+        session.pk,
+    )
+
+
+def _call_totals(rows: list[tuple], compaction_agents: set[int]) -> tuple:
+    """Token sums, the largest context outside compaction agents, the first and last
+    timestamps and the models by use (SESSION_UPDATED from input_tokens on)."""
     models = Counter(row[11] for row in rows if row[11])
-    writes.sessions.append(
-        (
-            sum(1 for _, _, kind, _ in agent_rows if kind != AgentKind.COMPACTION),
-            len(rows),
-            sum(1 for row in compaction_rows if row[3] == "full"),
-            sum(row[5] for row in rows),
-            sum(row[6] for row in rows),
-            sum(row[7] for row in rows),
-            sum(row[8] for row in rows),
-            max((row[4] for row in rows if row[1] not in compaction_agents), default=0),
-            rows[0][3] if rows else None,
-            max((row[3] for row in rows), default=None),
-            orjson.dumps([name for name, _ in models.most_common()]).decode(),
-            session.pk,
-        )
+    return (
+        sum(row[5] for row in rows),
+        sum(row[6] for row in rows),
+        sum(row[7] for row in rows),
+        sum(row[8] for row in rows),
+        max((row[4] for row in rows if row[1] not in compaction_agents), default=0),
+        rows[0][3] if rows else None,
+        max((row[3] for row in rows), default=None),
+        orjson.dumps([name for name, _ in models.most_common()]).decode(),
     )
 
 
 def _run_objects(session: Session, runs) -> list[Run]:
-    return [
-        Run(
-            workspace_id=session.workspace_id,
-            session_id=session.pk,
-            agent_id=run.agent,
-            index=run.index,
-            started_by_id=run.started_by,
-            first_call_index=run.first_call_index,
-            last_call_index=run.last_call_index,
-            call_count=run.call_count,
-            max_context=run.max_context,
-            median_context=run.median_context,
-            task_type=run.task_type,
-            task_type_reason=run.task_type_reason,
-            started_at=run.started_at,
-            ended_at=run.ended_at,
-        )
-        for run in runs
-    ]
+    """The runs as rows, each with the agent position of its first call: a run's calls are
+    the next `call_count` of its agent's calls, runs in index order (`derive_session`)."""
+    before: dict[int, int] = {}  # agent -> calls of its runs so far
+    objects = []
+    for run in runs:  # by agent, each agent's in index order
+        first = before.get(run.agent, 0)
+        before[run.agent] = first + run.call_count
+        objects.append(_run_object(session, run, first))
+    return objects
+
+
+def _run_object(session: Session, run, first_agent_index: int) -> Run:
+    return Run(
+        workspace_id=session.workspace_id,
+        session_id=session.pk,
+        agent_id=run.agent,
+        index=run.index,
+        started_by_id=run.started_by,
+        first_call_index=run.first_call_index,
+        last_call_index=run.last_call_index,
+        call_count=run.call_count,
+        first_agent_index=first_agent_index,
+        max_context=run.max_context,
+        median_context=run.median_context,
+        task_type=run.task_type,
+        task_type_reason=run.task_type_reason,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+    )
 
 
 def _touch_rows(session: Session, touches) -> list[tuple]:
@@ -360,10 +413,10 @@ def _store_runs(session: Session, objects: list[Run]) -> None:
         Run.objects.filter(pk__in=stale).delete()
     _update_many(
         "UPDATE traces_run SET started_by_id = %s, first_call_index = %s, last_call_index = %s, call_count = %s, "
-        "max_context = %s, median_context = %s, task_type = %s, task_type_reason = %s, started_at = %s, ended_at = %s "
+        "first_agent_index = %s, max_context = %s, median_context = %s, task_type = %s, task_type_reason = %s, started_at = %s, ended_at = %s "
         "WHERE id = %s",
         [
-            (o.started_by_id, o.first_call_index, o.last_call_index, o.call_count, o.max_context, o.median_context,
+            (o.started_by_id, o.first_call_index, o.last_call_index, o.call_count, o.first_agent_index, o.max_context, o.median_context,
              o.task_type, o.task_type_reason, o.started_at, o.ended_at, o.pk)
             for o in objects
             if o.pk is not None

@@ -359,7 +359,21 @@ class Call(WorkspaceOwned):
         ]
         indexes = [
             models.Index(fields=["session", "session_index"]),
-            models.Index(fields=["agent", "agent_index"]),
+            # Covering the facts behaviour after compaction groups by step (the runs' first
+            # calls, read index-only: `post_compaction_grouped`). Key columns rather than
+            # INCLUDE, which SQLite lacks (its system check warns).
+            models.Index(
+                fields=[
+                    "agent",
+                    "agent_index",
+                    "id",
+                    "session_index",
+                    "prompt_kind",
+                    "tool_results",
+                    "tool_errors",
+                ],
+                name="call_agent_position_facts",
+            ),
             models.Index(fields=["workspace", "timestamp"]),
         ]
 
@@ -536,6 +550,13 @@ class Run(WorkspaceOwned):
     first_call_index = models.PositiveIntegerField()
     last_call_index = models.PositiveIntegerField()
     call_count = models.PositiveIntegerField()
+    first_agent_index = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The agent_index of the run's first call: a call's step in the run is its "
+        "agent_index minus this, plus 1 (the run's calls are consecutive in its agent). Set "
+        "at derive time; null on a run stored before it was (read from the call instead).",
+    )
     max_context = models.PositiveBigIntegerField()
     median_context = models.PositiveBigIntegerField()
     task_type = models.CharField(

@@ -267,3 +267,73 @@ def test_fast_path_equals_the_straightforward_computation(workspace, generated, 
     assert fast_section(workspace) == other
     cached = _cached(workspace)
     assert cached is None or set(cached.values()) == {-1, 0, 1}
+
+
+def _first_agent_positions(workspace) -> dict[int, tuple[int | None, int]]:
+    """Per run: its stored first_agent_index, and the agent_index of its first call
+    (found here from the calls: the agent's call at the run's first session position)."""
+    first = {
+        (agent, index): position
+        for agent, index, position in Call.objects.filter(workspace=workspace).values_list(
+            "agent_id", "session_index", "agent_index"
+        )
+    }
+    return {
+        pk: (stored, first[(agent, start)])
+        for pk, agent, start, stored in Run.objects.filter(workspace=workspace).values_list(
+            "id", "agent_id", "first_call_index", "first_agent_index"
+        )
+    }
+
+
+def _assert_steps_stored(workspace) -> None:
+    positions = _first_agent_positions(workspace)
+    assert positions and all(stored == found for stored, found in positions.values())
+
+
+def test_steps_stored_at_derive_time_follow_later_lines(workspace, other_workspace):
+    """The step facts (`Run.first_agent_index`) are written by derivation and rewritten
+    when a session is derived again: its later lines, holding new compactions, arrive in a
+    second file. The section equals the straightforward one at each stage; runs stored
+    without the fact (a database before migration 0015) give the same section, and the
+    fill fills them as derivation would."""
+    from traces.derive import runs_fill_first_agent_index
+
+    rng = random.Random(77)
+    halves = []
+    for number, segments, sidechains in [(40, [6, 9, 30, 4], True), (41, [20, 7, 5], False),
+                                         (42, [12], False)]:  # fmt: skip
+        lines = _transcript(number, rng, segments, sidechains).splitlines(keepends=True)
+        cut = len(lines) // 3  # before the second compaction of each
+        halves.append((number, b"".join(lines[:cut]), b"".join(lines[cut:])))
+    _ingest(other_workspace, range(3), random.Random(6))
+    for number, head, _ in halves:
+        ingest_bytes(workspace=workspace, name=f"head{number}.jsonl", data=head, source="demo",
+                     refresh_analytics=False)  # fmt: skip
+    _assert_steps_stored(workspace)
+    before = {pk: stored for pk, (stored, _) in _first_agent_positions(workspace).items()}
+    assert fast_section(workspace) == reference_section(workspace, DEFAULT_PHRASES)
+
+    for number, _, tail in halves:
+        ingest_bytes(workspace=workspace, name=f"tail{number}.jsonl", data=tail, source="demo",
+                     refresh_analytics=False)  # fmt: skip
+    _assert_steps_stored(workspace)
+    after = _first_agent_positions(workspace)
+    assert len(after) > len(before)  # the later compactions started new runs
+    reference = reference_section(workspace, DEFAULT_PHRASES)
+    assert reference["compactions"] >= 5 and reference["operator_messages"] > 20
+    assert fast_section(workspace) == reference
+    for task_type in sorted(reference["by_task_type"]):
+        filters = AnalyticsFilters(task_type=task_type)
+        assert fast_section(workspace, filters) == reference_section(
+            workspace, DEFAULT_PHRASES, filters
+        )
+
+    # Runs stored before the fact existed: read from their first call, then filled.
+    Run.objects.filter(workspace=workspace).update(first_agent_index=None)
+    assert fast_section(workspace) == reference
+    assert runs_fill_first_agent_index(workspace_id=workspace.pk) == len(after)
+    _assert_steps_stored(workspace)
+    # The other workspace's runs were neither read nor filled; its own section is its own.
+    _assert_steps_stored(other_workspace)
+    assert fast_section(other_workspace) == reference_section(other_workspace, DEFAULT_PHRASES)

@@ -1,5 +1,6 @@
-"""Writes for behaviour after compaction (new versions of the correction phrase list) and
-the section the analytics job computes."""
+"""Writes for behaviour after compaction: new versions of the correction phrase list (and
+the analytics refresh they queue). The section the analytics job computes is in
+`post_compaction_compute` (re-exported here), which the analytics services import."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ from django.db import transaction
 from governance.errors import InputError
 from governance.models import Workspace
 from governance.services import audit_record, workspace_bump_data_version, workspace_lock
-from traces.analysis.post_compaction import PhraseMatcher, normalise_phrases, post_compaction
-from traces.analytics.models import CorrectionMatchCache, CorrectionPhraseList
-from traces.analytics.post_compaction_selectors import (
-    MatchCache,
-    corpus_load,
-    match_cache_get,
-    phrase_list_current,
+from traces.analysis.post_compaction import normalise_phrases
+from traces.analytics.models import CorrectionPhraseList
+from traces.analytics.post_compaction_compute import (
+    correction_match_cache_store,
+    post_compaction_section,
 )
-from traces.analytics.selectors import AnalyticsFilters
+from traces.analytics.post_compaction_selectors import phrase_list_current
+from traces.analytics.services import analytics_refresh_queue
+
+__all__ = ["correction_match_cache_store", "correction_phrases_save", "post_compaction_section"]
 
 MAX_PHRASES = 500
 MAX_PHRASE_CHARS = 200
@@ -68,28 +70,4 @@ def correction_phrases_save(
 
 
 def _refresh(workspace: Workspace) -> None:
-    from traces.analytics.services import analytics_refresh_queue
-
     analytics_refresh_queue(workspace=workspace)
-
-
-def post_compaction_section(*, workspace: Workspace, filters: AnalyticsFilters) -> dict:
-    """The section as the analytics job stores it, with the phrase list it used. Prompts
-    matched before with the same phrases are not matched again (`CorrectionMatchCache`)."""
-    phrases = phrase_list_current(workspace=workspace)
-    matcher = PhraseMatcher(phrases.phrases)
-    cache = match_cache_get(workspace=workspace, matcher=matcher)
-    corpus = corpus_load(workspace=workspace, filters=filters, matcher=matcher, cache=cache)
-    if cache.changed:
-        correction_match_cache_store(workspace=workspace, cache=cache)
-    result = post_compaction(corpus, phrase_version=phrases.version)
-    result["phrases"] = phrases.phrases
-    return result
-
-
-def correction_match_cache_store(*, workspace: Workspace, cache: MatchCache) -> None:
-    """Keep the matches for the next refresh (one row per workspace; a derived cache, so
-    not audit-logged). Two jobs storing at once: the last one wins, and either is right."""
-    CorrectionMatchCache.objects.update_or_create(
-        workspace=workspace, defaults={"key": cache.key, "data": cache.records.tobytes()}
-    )

@@ -192,7 +192,7 @@ def _sections(data, filters: AnalyticsFilters) -> list[Section]:
 
 
 def _post_compaction_sections(workspace: Workspace, filters: AnalyticsFilters) -> list[Section]:
-    from traces.analytics.post_compaction_services import post_compaction_section
+    from traces.analytics.post_compaction_compute import post_compaction_section
 
     def compute(_):
         result = post_compaction_section(workspace=workspace, filters=filters)
