@@ -331,6 +331,8 @@ SPECTACULAR_SETTINGS = {
         "InstructionCategoryEnum": "qualification.contextfiles.models.CategoryChoices",
         "InstructionCategoryValueEnum": "qualification.contextfiles.api.serializers.CATEGORIES",
         "AuditStatusEnum": "traces.audit.models.AuditStatus",
+        "HarnessEnum": "traces.models.Harness",
+        "HookHarnessEnum": "traces.api.serializers.HOOK_HARNESSES",
     },
 }
 

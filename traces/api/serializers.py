@@ -118,6 +118,8 @@ class TelemetryPolicySerializer(serializers.Serializer):
 # --- harness hook events ---------------------------------------------------------------------
 
 MAX_HOOK_EVENTS = 200
+# The harnesses that run hooks; named once in the schema (settings.ENUM_NAME_OVERRIDES).
+HOOK_HARNESSES = [Harness.CLAUDE_CODE, Harness.CODEX]
 
 
 class HookEventInputSerializer(serializers.Serializer):
@@ -125,9 +127,7 @@ class HookEventInputSerializer(serializers.Serializer):
         max_length=64, help_text="The client's unique id: a resent event is stored once."
     )
     event = serializers.CharField(max_length=40, help_text="e.g. SessionStart, PreCompact.")
-    harness = serializers.ChoiceField(
-        choices=[Harness.CLAUDE_CODE, Harness.CODEX], default=Harness.CLAUDE_CODE
-    )
+    harness = serializers.ChoiceField(choices=HOOK_HARNESSES, default=Harness.CLAUDE_CODE)
     occurred_at = serializers.DateTimeField(help_text="When the hook ran (ISO 8601).")
     context_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True)
     model = serializers.CharField(
@@ -187,7 +187,7 @@ class TranscriptLinesInputSerializer(serializers.Serializer):
         "the stream of lines.",
     )
     harness = serializers.ChoiceField(
-        choices=[Harness.CLAUDE_CODE, Harness.CODEX],
+        choices=HOOK_HARNESSES,
         default=Harness.CLAUDE_CODE,
         help_text="`claude-code` (a session transcript) or `codex` (a rollout file).",
     )
