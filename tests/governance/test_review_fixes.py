@@ -29,10 +29,17 @@ def test_the_only_admin_cannot_step_down_or_leave(workspace, members, client_for
 
 
 @pytest.mark.parametrize("value", ["1.5", "1e30", "abc"])
-def test_a_job_filter_that_is_not_a_whole_number_is_ignored_not_a_500(workspace, client_for, value):
+def test_a_job_filter_that_is_not_a_whole_number_is_a_clear_400_not_a_500(
+    workspace, client_for, value
+):
+    # It used to be a 500, then was ignored; since filters that cannot be applied list
+    # nothing (an exact model filter must not fall back to every session), it is a 400 that
+    # names the field.
     page = client_for("viewer").get(f"/w/{workspace.slug}/traces/?job={value}")
-    assert page.status_code == 200  # the invalid filter is ignored; it used to be a 500
-    assert "Sessions from upload job" not in page.content.decode()
+    body = page.content.decode()
+    assert page.status_code == 400
+    assert 'data-testid="invalid-filters"' in body and "From upload (job #):" in body
+    assert "Sessions from upload job" not in body
 
 
 @pytest.mark.parametrize(
