@@ -1,8 +1,9 @@
-"""The section as the analytics job computes it (packed call reads, the match cache) against
-a straightforward computation written here from the ORM, on generated Claude Code corpora
-of several shapes: many short runs, runs longer than MAX_STEP, inline sidechains, sessions
-that never compact, a Codex rollout. The cache is checked empty, filled, partly stale
-(edited prompts, a new session) and under another phrase list."""
+"""The section as the analytics job computes it (packed call reads, the correction matches
+stored at ingest) against a straightforward computation written here from the ORM, on
+generated Claude Code corpora of several shapes: many short runs, runs longer than MAX_STEP,
+inline sidechains, sessions that never compact, a Codex rollout. The stored matches are
+checked as ingest writes them, stale (made under another list, or never: a database from
+before they were stored), after a new session, and under another phrase list."""
 
 import json
 import random
@@ -10,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from django.db import connection
 
 from tests.analytics.test_post_compaction import _codex_rollout
 from traces.analysis.post_compaction import (
@@ -21,13 +21,11 @@ from traces.analysis.post_compaction import (
     PhraseMatcher,
     post_compaction,
 )
-from traces.analytics.models import CorrectionMatchCache
 from traces.analytics.post_compaction_selectors import (
     MAX_MATCHES,
+    Rematched,
     _match_row,
     corpus_load,
-    match_cache_get,
-    match_cache_key,
 )
 from traces.analytics.post_compaction_services import (
     correction_phrases_save,
@@ -192,20 +190,34 @@ def fast_section(workspace, filters=ALL) -> dict:
     section = post_compaction_section(workspace=workspace, filters=filters)
     phrases = section["phrases"]
     matcher = PhraseMatcher(phrases)
-    cache = match_cache_get(workspace=workspace, matcher=matcher)
-    corpus = corpus_load(workspace=workspace, filters=filters, matcher=matcher, cache=cache)
-    assert not cache.changed  # the job stored every match it made
+    rematched = Rematched(matcher.key)
+    corpus = corpus_load(workspace=workspace, filters=filters, matcher=matcher, rematched=rematched)
+    assert rematched.calls == []  # the job stored every match it made
     return post_compaction(corpus, phrase_version=0, bootstrap=200)
 
 
-def _cached(workspace) -> dict[int, int] | None:
-    """The cached phrase index by call; None on SQLite, where the section keeps no cache."""
-    if connection.vendor != "postgresql":
-        assert not CorrectionMatchCache.objects.exists()
-        return None
-    row = CorrectionMatchCache.objects.get(workspace=workspace)
-    records = np.frombuffer(bytes(row.data), [("call", "<i8"), ("hash", "<i8"), ("phrase", "<i2")])
-    return dict(zip(records["call"].tolist(), records["phrase"].tolist(), strict=True))
+def _stored(workspace) -> dict[int, tuple[int | None, int | None]]:
+    """(phrase index, key) stored with each operator call of the workspace."""
+    return {
+        pk: (phrase, key)
+        for pk, phrase, key in Call.objects.filter(
+            workspace=workspace, prompt_kind="operator"
+        ).values_list("pk", "correction_phrase", "correction_key")
+    }
+
+
+def _expected(workspace, phrases) -> dict[int, int]:
+    """Each operator call's prompt matched here, row by row (−1: none or no prompt)."""
+    matcher = PhraseMatcher(phrases)
+    texts = dict(OperatorPrompt.objects.values_list("call_id", "text"))
+    index = {phrase: k for k, phrase in enumerate(matcher.phrases)}
+    expected = {}
+    for pk in Call.objects.filter(workspace=workspace, prompt_kind="operator").values_list(
+        "pk", flat=True
+    ):
+        found = matcher.match(texts[pk]) if pk in texts else None
+        expected[pk] = -1 if found is None else index[found[0]]
+    return expected
 
 
 def test_fast_path_equals_the_straightforward_computation(workspace, generated, other_workspace):
@@ -221,52 +233,69 @@ def test_fast_path_equals_the_straightforward_computation(workspace, generated, 
     assert set(reference["excluded_messages"]) >= {"command"}
     assert Call.objects.filter(workspace=workspace, is_sidechain=True).exists()
 
-    # Cache empty, then filled: the same section, and the cache holds every prompt.
-    assert not CorrectionMatchCache.objects.filter(workspace=workspace).exists()
-    assert fast_section(workspace) == reference
-    cached = _cached(workspace)
-    if cached is not None:
-        assert len(cached) == reference["operator_messages"]
-        assert sum(phrase >= 0 for phrase in cached.values()) == reference["matches_total"]
+    # Ingest stored every operator prompt's match under the default list: nothing is
+    # matched again, and the section equals the reference.
+    default_key = PhraseMatcher(DEFAULT_PHRASES).key
+    assert _stored(workspace) == {
+        pk: (phrase, default_key) for pk, phrase in _expected(workspace, DEFAULT_PHRASES).items()
+    }
+    assert not Call.objects.exclude(prompt_kind="operator").exclude(correction_key=None).exists()
     assert fast_section(workspace) == reference
 
-    # Prompts edited in place (a re-ingest that merged lines) and a new session: the
-    # cache is stale for some calls and lacks others; only they are matched again.
-    corrected = OperatorPrompt.objects.filter(
-        call__workspace=workspace, text__startswith="No, that"
-    ).values_list("call_id", flat=True)[:5]
-    plain = OperatorPrompt.objects.filter(
-        call__workspace=workspace, text__startswith="Now update"
-    ).values_list("call_id", flat=True)[:5]
-    OperatorPrompt.objects.filter(call_id__in=list(corrected)).update(text="Carry on, thanks.")
-    OperatorPrompt.objects.filter(call_id__in=list(plain)).update(text="Please revert that.")
+    # Stale matches: some made under another list, some never made (a database from
+    # before they were stored), with prompts that now match otherwise (edited in place);
+    # and a new session. Only the stale ones are matched again, then stored.
+    corrected = list(
+        OperatorPrompt.objects.filter(
+            call__workspace=workspace, text__startswith="No, that"
+        ).values_list("call_id", flat=True)[:5]
+    )
+    plain = list(
+        OperatorPrompt.objects.filter(
+            call__workspace=workspace, text__startswith="Now update"
+        ).values_list("call_id", flat=True)[:5]
+    )
+    OperatorPrompt.objects.filter(call_id__in=corrected).update(text="Carry on, thanks.")
+    OperatorPrompt.objects.filter(call_id__in=plain).update(text="Please revert that.")
+    Call.objects.filter(pk__in=corrected).update(correction_key=12345)
+    Call.objects.filter(pk__in=plain).update(correction_key=None, correction_phrase=None)
     _ingest(workspace, range(10, 13), generated)
     edited = reference_section(workspace, DEFAULT_PHRASES)
     assert edited != reference
     assert fast_section(workspace) == edited
-    cached = _cached(workspace)
-    if cached is not None:
-        assert all(cached[pk] == -1 for pk in corrected)
-        assert all(cached[pk] >= 0 for pk in plain)
+    stored = _stored(workspace)
+    assert all(stored[pk] == (-1, default_key) for pk in corrected)
+    assert all(stored[pk][0] >= 0 and stored[pk][1] == default_key for pk in plain)
 
-    # By task type: the filtered section, and the cache keeps what it holds for the rest.
+    # By task type: the filtered section from the same stored matches.
     for task_type in sorted(edited["by_task_type"]):
         filters = AnalyticsFilters(task_type=task_type)
         assert fast_section(workspace, filters) == reference_section(
             workspace, DEFAULT_PHRASES, filters
         )
-    cached = _cached(workspace)
-    assert cached is None or len(cached) == edited["operator_messages"]
 
-    # Another phrase list: another key, every prompt matched again.
+    # Another phrase list: another key; every observed prompt is matched again, stored
+    # under it, and later ingests store matches under it.
     correction_phrases_save(workspace=workspace, phrases=["carry on", "revert"], actor=None)
-    row = CorrectionMatchCache.objects.filter(workspace=workspace).first()
-    assert row is None or row.key != match_cache_key(PhraseMatcher(["carry on", "revert"]))
     other = reference_section(workspace, ["carry on", "revert"])
     assert other["matches_total"] > 0 and other != edited
     assert fast_section(workspace) == other
-    cached = _cached(workspace)
-    assert cached is None or set(cached.values()) == {-1, 0, 1}
+    new_key = PhraseMatcher(["carry on", "revert"]).key
+    observed = {pk: phrase for pk, (phrase, key) in _stored(workspace).items() if key == new_key}
+    assert len(observed) >= other["operator_messages"]
+    assert set(observed.values()) == {-1, 0, 1}
+    expected = _expected(workspace, ["carry on", "revert"])
+    assert all(expected[pk] == phrase for pk, phrase in observed.items())
+    before = set(_stored(workspace))
+    _ingest(workspace, range(13, 15), generated)
+    fresh = {pk: v for pk, v in _stored(workspace).items() if pk not in before}
+    assert fresh and all(key == new_key for _, key in fresh.values())
+    assert {pk: phrase for pk, (phrase, _) in fresh.items()} == {
+        pk: expected_phrase
+        for pk, expected_phrase in _expected(workspace, ["carry on", "revert"]).items()
+        if pk in fresh
+    }
+    assert fast_section(workspace) == reference_section(workspace, ["carry on", "revert"])
 
 
 def _first_agent_positions(workspace) -> dict[int, tuple[int | None, int]]:

@@ -9,6 +9,8 @@ to the call that issued the tool use.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -28,8 +30,8 @@ DEFAULT_PHRASES = (
     "does not work", "go back", "read it again", "that's not it",
 )  # fmt: skip
 DEFAULT_PHRASE_VERSION = 1
-# Bump when `PhraseMatcher` or `message_kind` changes what they find: cached matches keyed
-# by an older revision are then thrown away.
+# Bump when `PhraseMatcher` or `message_kind` changes what they find: calls' stored matches
+# (`Call.correction_key`) made by an older revision are then stale and matched again.
 MATCHER_REVISION = 1
 MAX_STEP = 150
 # Edges of the bins, inclusive: (1–5), (6–10), … (136–150).
@@ -131,6 +133,13 @@ def _literal_keys(phrase: str) -> tuple[str, ...]:
     return tuple(sorted(pieces, key=lambda piece: (-len(piece), piece)))  # longest first
 
 
+def matcher_key(phrases: list[str]) -> int:
+    """A signed 64-bit name of the (normalised) phrases, in order, and the matcher's
+    revision: a call's stored match (`Call.correction_key`) is current only under it."""
+    canonical = json.dumps([MATCHER_REVISION, list(phrases)], ensure_ascii=False)
+    return int.from_bytes(hashlib.sha256(canonical.encode()).digest()[:8], "big", signed=True)
+
+
 class PhraseMatcher:
     """Case-insensitive phrase matching on word boundaries; the first phrase of the list
     that occurs is the one reported."""
@@ -149,6 +158,13 @@ class PhraseMatcher:
         # A phrase's pattern is searched only in a text holding all its pieces: substring
         # tests cost far less than a case-insensitive search with look-arounds.
         self._keys = [_literal_keys(p) for p in self.phrases]
+        self._index = {phrase: k for k, phrase in enumerate(self.phrases)}
+        self.key = matcher_key(self.phrases)
+
+    def phrase_index(self, text: str) -> int:
+        """The index in `phrases` of the first phrase found, −1 for none."""
+        found = self.match(text)
+        return -1 if found is None else self._index[found[0]]
 
     def match(self, text: str) -> tuple[str, str] | None:
         """(phrase, the text it matched) for the first phrase found, else None."""

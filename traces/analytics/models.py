@@ -54,28 +54,6 @@ class CorrectionPhraseList(WorkspaceOwned):
         return f"correction phrases v{self.version}"
 
 
-class CorrectionMatchCache(WorkspaceOwned):
-    """Which operator prompts of the workspace a phrase list matched, so that the section
-    matches only prompts it has not seen (new calls, edited prompts) on the next refresh.
-
-    `data` holds `post_compaction_selectors.MATCH_CACHE_DTYPE` records sorted by call id:
-    the call, a 64-bit hash of its prompt (PostgreSQL's `hashtextextended`) and the index
-    of the phrase that matched it (−1: none). `key` names the phrases and the matcher's
-    revision: another key means the records are stale. A derived, disposable cache."""
-
-    key = models.CharField(max_length=64)
-    data = models.BinaryField(default=bytes)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["workspace"], name="correction_match_cache_unique")
-        ]
-
-    def __str__(self) -> str:
-        return f"correction matches {self.key[:8]}"
-
-
 class InstructionVisibilityRun(WorkspaceOwned):
     """One instruction-visibility count run as a job (workspaces past the on-request
     limit): what was asked, the job that counts it, and its result once done."""

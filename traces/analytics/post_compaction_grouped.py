@@ -1,11 +1,10 @@
 """Observations after compaction grouped in PostgreSQL: one statement finds each observed
 call's step from the facts derivation stores (`Call.agent_index`, `Run.first_agent_index`:
-step = agent_index − first_agent_index + 1), reading the runs' first calls index-only, and
-returns the tool results and errors per run and step class, and each operator message
-with its step and its prompt's hash: the match cache is looked up here (numpy), and only
-the prompts it holds nothing current for (new, or edited since: their hash differs) are
-read and matched. The row-by-row path (`post_compaction_rows`) brought every observed call
-to Python.
+step = agent_index − first_agent_index + 1), reading the runs' calls index-only, and returns
+the tool results and errors per run and step class, and each operator message with its
+step and the correction match stored with it (`Call.correction_phrase`). Only prompts whose
+match is stale (another phrase list, or none made yet) are read and matched. The row-by-row
+path (`post_compaction_rows`) brought every observed call to Python.
 
 A step class is a range of steps in which every range the analysis asks about (the bins,
 steps 1–5, the baseline) either holds all steps or none. Observations are laid out from the
@@ -31,13 +30,12 @@ from traces.analysis.post_compaction import (
 )
 from traces.analytics.post_compaction_rows import (
     HARNESSES_WITH_ERROR_FLAGS,
-    MATCH_CACHE_DTYPE,
     MAX_MATCHES,
-    MatchCache,
+    Rematched,
     _empty_corpus,
-    _lookup,
     _match_row,
     _prompt_texts,
+    rematch,
 )
 from traces.analytics.selectors import AnalyticsFilters, _call_level, selected_calls
 
@@ -83,22 +81,20 @@ WITH runs AS MATERIALIZED (
 ), observed AS MATERIALIZED (
     SELECT runs.id AS run, runs.grp, runs.session_id AS session, c.id,
            c.agent_index - runs.lo + 1 AS step, c.session_index, c.prompt_kind,
+           c.correction_phrase, c.correction_key,
            CASE WHEN runs.flags THEN c.tool_results ELSE 0 END AS results,
            CASE WHEN runs.flags THEN c.tool_errors ELSE 0 END AS errors
     FROM runs CROSS JOIN LATERAL (  -- per run, its first calls: index-only
-        SELECT c.id, c.agent_index, c.session_index, c.prompt_kind, c.tool_results, c.tool_errors
+        SELECT c.id, c.agent_index, c.session_index, c.prompt_kind, c.tool_results,
+               c.tool_errors, c.correction_phrase, c.correction_key
         FROM traces_call c
         WHERE c.agent_id = runs.agent_id AND c.agent_index >= runs.lo AND c.agent_index < runs.lo + runs.n
     ) AS c
     WHERE true {selected}  -- an agent's calls are its workspace's, as its runs are
 ), operator AS MATERIALIZED (
-    SELECT o.run, o.session, o.id, o.step, o.session_index, p.hash
-    FROM observed o
-    LEFT JOIN (  -- each prompt's hash, joined by the call's key (hashed, not looked up
-        -- one by one: 276k lookups cost several times the scan)
-        SELECT call_id, hashtextextended(text, 0) AS hash FROM traces_operatorprompt OFFSET 0
-    ) AS p ON p.call_id = o.id
-    WHERE o.prompt_kind = 'operator'
+    SELECT run, session, id, step, session_index, COALESCE(correction_phrase, -1) AS phrase,
+           correction_key IS DISTINCT FROM %(key)s::int8 AS stale
+    FROM observed WHERE prompt_kind = 'operator'
 ), call_classes AS (
     SELECT run, width_bucket(step, %(starts)s::int[]) AS class, sum(results) AS t,
            sum(errors) AS e,
@@ -110,8 +106,8 @@ SELECT
     (SELECT json_agg(json_build_array(grp, task_type, trigger))
      FROM (SELECT DISTINCT grp, task_type, trigger FROM runs) AS labels),
     (SELECT string_agg(int8send(id) || int8send(run) || int8send(session) || int4send(step::int4)
-                       || int4send(session_index::int4) || int8send(COALESCE(hash, 0))
-                       || int2send((hash IS NOT NULL)::int::int2), ''::bytea) FROM operator),
+                       || int4send(session_index::int4) || int2send(phrase::int2)
+                       || int2send(stale::int::int2), ''::bytea) FROM operator),
     (SELECT string_agg(int8send(run) || int2send(class::int2) || int8send(t::int8)
                        || int8send(e::int8), ''::bytea) FROM call_classes WHERE t > 0),
     (SELECT json_build_object({kind_totals}) FROM call_classes)
@@ -137,11 +133,11 @@ def _kind_columns() -> tuple[str, str]:
     return ",\n           ".join(counts), ", ".join(totals)
 
 
-# An observed operator message: its call, run, session, step and session position, its
-# prompt's hash and whether it has a stored prompt.
+# An observed operator message: its call, run, session, step and session position, the
+# phrase its stored match found (−1: none) and whether that match is stale.
 _OPERATOR = np.dtype(
     [("id", ">i8"), ("run", ">i8"), ("session", ">i8"), ("step", ">i4"), ("index", ">i4"),
-     ("hash", ">i8"), ("prompted", ">i2")]
+     ("phrase", ">i2"), ("stale", ">i2")]
 )  # fmt: skip
 
 
@@ -150,11 +146,10 @@ def corpus_load_grouped(
     workspace: Workspace,
     filters: AnalyticsFilters,
     matcher: PhraseMatcher,
-    cache: MatchCache | None = None,
+    rematched: Rematched | None = None,
 ) -> Corpus:
     """`post_compaction_rows.corpus_load_rows`, grouped in PostgreSQL (see the module)."""
-    cache = cache if cache is not None else MatchCache("")  # none: every prompt matched
-    rows = _grouped_rows(workspace, filters, cache)
+    rows = _grouped_rows(workspace, filters, None if rematched is None else rematched.key)
     runs = _records(rows[0], _RUN)
     if len(runs) == 0:
         return _empty_corpus()
@@ -164,7 +159,7 @@ def corpus_load_grouped(
     per_run = np.zeros((len(runs), len(_PER_RUN_FIELDS)), np.int64)
     per_group = np.zeros((len(labels), len(CLASS_STARTS), 4), np.int64)
     operator = _records(rows[2], _OPERATOR)
-    hit = _operator_hits(operator, matcher, cache)
+    hit = _operator_hits(operator, matcher, rematched)
     counts = np.zeros(len(operator), _CLASS_COUNTS)
     counts["run"], counts["cls"] = operator["run"], _class_of(operator["step"]) + 1
     counts["n"], counts["h"] = 1, hit
@@ -186,7 +181,7 @@ def corpus_load_grouped(
     )
 
 
-def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchCache) -> tuple:
+def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, key: int | None) -> tuple:
     """The statement's one row (see GROUPED_SQL's columns)."""
     run_filters = ""
     if filters.task_type:
@@ -206,7 +201,7 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchC
         "task_type": filters.task_type,
         "harness": filters.harness,
         "starts": CLASS_STARTS.tolist(),
-        "max_matches": MAX_MATCHES,
+        "key": key,
     }
     # The subquery's own %s placeholders, named so that they mix with the others.
     names = [f"selected_{k}" for k in range(len(selected_params))]
@@ -216,9 +211,6 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, cache: MatchC
         # Compiling this statement took longer than running it (about 1.6 s at 1M calls).
         cursor.execute("SET LOCAL jit = off")
         cursor.execute("SET LOCAL work_mem = '64MB'")  # its sorts and hashes in memory
-        cursor.execute(
-            "SET LOCAL enable_mergejoin = off"
-        )  # it misjudges the prompts' join (estimates)
         kind_counts, kind_totals = _kind_columns()
         sql = GROUPED_SQL.format(
             run_filters=run_filters, selected=selected_named, kind_counts=kind_counts,
@@ -252,19 +244,15 @@ def _count_classes(counts, run_ids, run_grp, per_run, per_group, kind: int) -> N
     np.add.at(per_group[:, :, 2 * kind + 1], (run_grp[row], cls), h)
 
 
-def _operator_hits(operator: np.ndarray, matcher: PhraseMatcher, cache: MatchCache) -> np.ndarray:
-    """Whether each operator message is a correction: the cache's match where it holds
-    one for the call under the same prompt hash, else matched now (and cached)."""
-    hit = np.zeros(len(operator), bool)
-    prompted = operator["prompted"] > 0
-    calls = operator["id"].astype(np.int64)
-    at, known = _lookup(cache.records["call"], calls)
-    known &= prompted
-    known[known] = cache.records["hash"][at[known]] == operator["hash"][known]
-    hit[known] = cache.records["phrase"][at[known]] >= 0
-    stale = np.flatnonzero(prompted & ~known)
-    hit[stale] = _match_stale(operator[stale], matcher, cache)
-    return hit
+def _operator_hits(
+    operator: np.ndarray, matcher: PhraseMatcher, rematched: Rematched | None
+) -> np.ndarray:
+    """Whether each operator message is a correction: its stored match where current, else
+    matched now (and collected in `rematched`; without it, every prompt is matched now)."""
+    phrase = operator["phrase"].astype(np.int64)
+    stale = np.flatnonzero((operator["stale"] > 0) | (rematched is None))
+    phrase[stale] = rematch(operator["id"].astype(np.int64)[stale], matcher, rematched)
+    return phrase >= 0
 
 
 def _observations(run_ids, run_grp, per_run: np.ndarray, per_group: np.ndarray) -> Observations:
@@ -333,43 +321,3 @@ def _audit_rows(hits, matcher, labels, run_ids, run_grp) -> list[dict]:
         )
     matches.sort(key=lambda m: (m["session"], m["call_index"]))
     return matches
-
-
-def _match_stale(stale: np.ndarray, matcher: PhraseMatcher, cache: MatchCache) -> np.ndarray:
-    """Match the prompts the cache held nothing current for, and put them in it. Prompts
-    with the same hash (the same text, as the cache itself assumes) are read and matched
-    once. A prompt deleted since the statement read it counts as no correction and is not
-    kept."""
-    index = {phrase: k for k, phrase in enumerate(matcher.phrases)}
-    hashes, first, inverse = np.unique(stale["hash"], return_index=True, return_inverse=True)
-    calls = stale["id"].astype(np.int64)
-    texts = _prompt_texts(calls[first].tolist())
-    missing = [k for k, call in enumerate(calls[first].tolist()) if call not in texts]
-    if missing:  # the one read was deleted meanwhile: read every call of those texts
-        texts.update(_prompt_texts(calls[np.isin(inverse, missing)].tolist()))
-    matched: dict[str, int] = {}
-    phrase = np.full(len(stale), -1, np.int16)
-    gone = np.zeros(len(stale), bool)
-    representative = calls[first]
-    for position, call in enumerate(calls.tolist()):
-        prompt = texts.get(int(representative[inverse[position]]), texts.get(call))
-        if prompt is None:
-            gone[position] = True
-            continue
-        if prompt not in matched:
-            found = matcher.match(prompt)
-            matched[prompt] = -1 if found is None else index[found[0]]
-        phrase[position] = matched[prompt]
-    del hashes
-    if len(stale):
-        fresh = np.zeros(int((~gone).sum()), MATCH_CACHE_DTYPE)
-        fresh["call"], fresh["hash"], fresh["phrase"] = (
-            stale["id"][~gone],
-            stale["hash"][~gone],
-            phrase[~gone],
-        )
-        others = cache.records[~np.isin(cache.records["call"], calls)]
-        merged = np.concatenate([others, fresh])
-        cache.records = merged[np.argsort(merged["call"], kind="stable")]
-        cache.changed = True
-    return phrase >= 0

@@ -1,9 +1,10 @@
 """Observations after compaction read call by call: every observed call (operator
 messages, tool results by step since the last compaction) brought to Python with the facts
-stored with it (`Call.prompt_kind`, `tool_results`, `tool_errors`), its operator prompt
-matched or looked up in the match cache. The portable path (SQLite), and the reference the
-grouped PostgreSQL path (`post_compaction_grouped`) is checked against; also the helpers
-both share (the match cache's records, audit rows, prompt texts)."""
+stored with it (`Call.prompt_kind`, `tool_results`, `tool_errors`, and the operator
+prompt's match: `correction_phrase` under `correction_key`), a stale match made again. The
+portable path (SQLite), and the reference the grouped PostgreSQL path
+(`post_compaction_grouped`) is checked against; also the helpers both share (matching
+stale prompts, audit rows, prompt texts)."""
 
 from __future__ import annotations
 
@@ -34,18 +35,15 @@ EXCERPT_CHARS = 240
 HARNESSES_WITH_ERROR_FLAGS = {Harness.CLAUDE_CODE}  # Codex rollouts flag no tool result
 
 
-# One cached match: the call, a 64-bit hash of its operator prompt, the phrase's index.
-MATCH_CACHE_DTYPE = np.dtype([("call", "<i8"), ("hash", "<i8"), ("phrase", "<i2")])
-
-
 @dataclass
-class MatchCache:
-    """The workspace's cached matches for one phrase list (`key`), as `corpus_load` reads
-    and extends them; `changed` once it matched prompts the records did not hold."""
+class Rematched:
+    """The operator prompts whose stored match was stale (made under another phrase list
+    or matcher revision, or never made), matched again under `key` by `corpus_load`: the
+    caller stores them (`post_compaction_compute.correction_matches_store`)."""
 
-    key: str
-    records: np.ndarray = field(default_factory=lambda: np.zeros(0, MATCH_CACHE_DTYPE))
-    changed: bool = False
+    key: int
+    calls: list[int] = field(default_factory=list)
+    phrases: list[int] = field(default_factory=list)
 
 
 def corpus_load_rows(
@@ -53,18 +51,18 @@ def corpus_load_rows(
     workspace: Workspace,
     filters: AnalyticsFilters,
     matcher: PhraseMatcher,
-    cache: MatchCache | None = None,
+    rematched: Rematched | None = None,
 ) -> Corpus:
     """The observations of main-thread runs that a full compaction started, up to step
     MAX_STEP: one per operator message (hit = a phrase matched) and one per tool result of
     a harness that flags errors (hit = is_error). Steps count every call of the run; the
     filters then select which calls are observed.
 
-    Reads the facts the loader stored with each call's text (`text_facts`: prompt kind and
-    tool result and error counts) and the operator prompts alone, never the texts. With a
-    `cache` (PostgreSQL), only the prompts it holds no match for (by call and prompt hash)
-    are read and matched; it is extended in place for the caller to store."""
-    runs, calls = observed_calls(workspace=workspace, filters=filters)
+    Reads the facts the loader stored with each call's text (`text_facts`: prompt kind,
+    tool result and error counts, the prompt's match), never the texts. With `rematched`,
+    only prompts whose stored match is stale are read and matched, and collected in it;
+    without, every prompt is matched now (the reference) and nothing is collected."""
+    runs, calls = observed_calls(workspace=workspace, filters=filters, key=_key(rematched))
     if runs is None:
         return _empty_corpus()
     flags_errors = runs["id"][runs["harness"].isin(HARNESSES_WITH_ERROR_FLAGS)].to_numpy(np.int64)
@@ -88,7 +86,9 @@ def corpus_load_rows(
     }
     operator = calls[kinds == "operator"]
     operator_ids = operator["id"].to_numpy(np.int64)
-    phrase_of = _phrase_indexes(workspace.pk, operator_ids, matcher, cache)
+    phrase_of = operator["correction_phrase"].to_numpy(np.int64).copy()
+    stale = np.flatnonzero(operator["stale"].to_numpy(bool) | (rematched is None))
+    phrase_of[stale] = rematch(operator_ids[stale], matcher, rematched)
     hits = phrase_of >= 0
     labels = {
         int(run): {"trigger": trigger, "task_type": task_type}
@@ -173,15 +173,15 @@ _RUN_COLUMNS = {
 
 
 def observed_calls(
-    *, workspace: Workspace, filters: AnalyticsFilters
+    *, workspace: Workspace, filters: AnalyticsFilters, key: int | None = None
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """The runs of `run_rows` and the calls observed in them, in run and step order (id,
-    run, step, session, session_index and the stored text facts); (None, None) without
-    such runs."""
+    run, step, session, session_index and the stored text facts; `stale`: the prompt's
+    match was not made under `key`); (None, None) without such runs."""
     frame = run_rows(workspace=workspace, filters=filters)
     if frame is None:
         return None, None
-    calls = _packed_calls(workspace.pk, [int(a) for a in frame["agent"].unique()])
+    calls = _packed_calls(workspace.pk, [int(a) for a in frame["agent"].unique()], key)
     run_ids, _ = _runs_for_calls(
         calls["agent"].to_numpy(np.int64), calls["session_index"].to_numpy(np.int64), frame
     )
@@ -220,23 +220,31 @@ _PACKED_CALL = np.dtype(
         ("positions", ">i8"),
         ("counts", ">i8"),
         ("prompt_kind", ">i2"),
+        ("correction_phrase", ">i2"),
+        ("stale", ">i2"),
     ]
 )
 _CALL_COLUMNS = [
     "id", "agent", "session_index", "agent_index", "prompt_kind", "tool_results", "tool_errors",
+    "correction_phrase", "stale",
 ]  # fmt: skip
 PACKED_AGENTS = 500  # agents per query: a few tens of MB of calls at most
-PROMPT_CHUNK = 50_000  # call ids per query for the prompts' hashes
-TEXT_CHUNK = 10_000  # and for their texts (SQLite takes at most 32,766 parameters)
+PROMPT_CHUNK = 50_000  # call ids per query for the prompts' texts (PostgreSQL)
+TEXT_CHUNK = 10_000  # and elsewhere (SQLite takes at most 32,766 parameters)
 
 
-def _packed_calls(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
+def _key(rematched: Rematched | None) -> int | None:
+    return None if rematched is None else rematched.key
+
+
+def _packed_calls(workspace_pk: int, agents: list[int], key: int | None) -> pd.DataFrame:
     """The calls of `agents` (id, agent, session_index, agent_index, prompt_kind,
-    tool_results, tool_errors). The database packs each query's rows into one bytea of
-    fixed-width records, read with numpy: a million rows streamed one by one cost seconds
-    (a binary COPY too: psycopg hands its rows over one by one)."""
+    tool_results, tool_errors, correction_phrase, stale: not matched under `key`). The
+    database packs each query's rows into one bytea of fixed-width records, read with
+    numpy: a million rows streamed one by one cost seconds (a binary COPY too: psycopg
+    hands its rows over one by one)."""
     if connection.vendor != "postgresql":
-        return _calls_by_orm(workspace_pk, agents)
+        return _calls_by_orm(workspace_pk, agents, key)
     kinds = list(PROMPT_KINDS)
     labels = np.array(["unknown", *kinds], dtype=object)  # array_position is 1-based
     parts = []
@@ -246,9 +254,11 @@ def _packed_calls(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
                 "SELECT string_agg(int8send(id) || int8send(agent_id) "
                 "|| int8send((session_index::int8 << 32) | agent_index::int8) "
                 "|| int8send((tool_results::int8 << 32) | (tool_errors::int8 & 4294967295)) "
-                "|| int2send(COALESCE(array_position(%s::text[], prompt_kind::text), 0)::int2), "
+                "|| int2send(COALESCE(array_position(%s::text[], prompt_kind::text), 0)::int2) "
+                "|| int2send(COALESCE(correction_phrase, -1)::int2) "
+                "|| int2send((correction_key IS DISTINCT FROM %s::int8)::int::int2), "
                 "''::bytea) FROM traces_call WHERE workspace_id = %s AND agent_id = ANY(%s)",
-                [kinds, workspace_pk, agents[start : start + PACKED_AGENTS]],
+                [kinds, key, workspace_pk, agents[start : start + PACKED_AGENTS]],
             )
             data = cursor.fetchone()[0]
             if data:
@@ -265,16 +275,18 @@ def _packed_calls(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
             "prompt_kind": labels[packed["prompt_kind"].astype(np.int64)],
             "tool_results": counts >> 32,
             "tool_errors": counts & 0xFFFFFFFF,
+            "correction_phrase": packed["correction_phrase"].astype(np.int64),
+            "stale": packed["stale"] > 0,
         }
     )
     return frame
 
 
-def _calls_by_orm(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
+def _calls_by_orm(workspace_pk: int, agents: list[int], key: int | None) -> pd.DataFrame:
     """`_packed_calls` for the embedded SQLite default: the same columns, row by row."""
     columns = [
         "id", "agent_id", "session_index", "agent_index", "prompt_kind", "tool_results",
-        "tool_errors",
+        "tool_errors", "correction_phrase", "correction_key",
     ]  # fmt: skip
     rows = []
     for start in range(0, len(agents), PACKED_AGENTS):
@@ -285,84 +297,36 @@ def _calls_by_orm(workspace_pk: int, agents: list[int]) -> pd.DataFrame:
             .order_by()
             .values_list(*columns)
         )
+    # The key compared as read: in a frame, a column with nulls would hold it as a float.
+    rows = [(*row[:7], -1 if row[7] is None else row[7], row[8] != key) for row in rows]
     frame = pd.DataFrame(rows, columns=_CALL_COLUMNS)
     known = set(PROMPT_KINDS)
     frame["prompt_kind"] = [
         kind if kind in known else "unknown" for kind in frame["prompt_kind"].tolist()
     ]
     for name in _CALL_COLUMNS:
-        if name != "prompt_kind":
+        if name not in ("prompt_kind", "stale"):
             frame[name] = frame[name].astype(np.int64)
+    frame["stale"] = frame["stale"].astype(bool)
     return frame
 
 
-def _phrase_indexes(
-    workspace_pk: int, call_ids: np.ndarray, matcher: PhraseMatcher, cache: MatchCache | None
-) -> np.ndarray:
-    """For each call, the index in `matcher.phrases` of the phrase its operator prompt
-    matched, −1 for none (or no stored prompt)."""
-    index = {phrase: k for k, phrase in enumerate(matcher.phrases)}
-    phrase_of = np.full(len(call_ids), -1, np.int16)
-    if len(call_ids) == 0:
-        return phrase_of
-    if cache is None or connection.vendor != "postgresql":
-        texts = _prompt_texts(call_ids.tolist())
-        for position, call_id in enumerate(call_ids.tolist()):
-            prompt = texts.get(call_id)
-            found = matcher.match(prompt) if prompt is not None else None
-            if found is not None:
-                phrase_of[position] = index[found[0]]
-        return phrase_of
-    hashed = _prompt_hashes(call_ids)  # sorted by call
-    where, stored = _lookup(hashed["call"], call_ids)
-    records = cache.records
-    at, known = _lookup(records["call"], hashed["call"])
-    known[known] = records["hash"][at[known]] == hashed["hash"][known]
-    fresh = hashed.copy()
-    fresh["phrase"][known] = records["phrase"][at[known]]
-    missing = np.flatnonzero(~known)
-    if len(missing):
-        texts = _prompt_texts(hashed["call"][missing].tolist())
-        gone = np.zeros(len(fresh), bool)  # deleted since it was hashed: not kept
-        for position in missing.tolist():
-            prompt = texts.get(int(hashed["call"][position]))
-            found = matcher.match(prompt) if prompt is not None else None
-            fresh["phrase"][position] = -1 if found is None else index[found[0]]
-            gone[position] = prompt is None
-        others = records[~np.isin(records["call"], fresh["call"])]
-        merged = np.concatenate([others, fresh[~gone]])
-        cache.records = merged[np.argsort(merged["call"], kind="stable")]
-        cache.changed = True
-    phrase_of[stored] = fresh["phrase"][where[stored]]
-    return phrase_of
-
-
-def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each key, its position in `sorted_keys` and whether it is there."""
-    if len(sorted_keys) == 0:
-        return np.zeros(len(keys), np.int64), np.zeros(len(keys), bool)
-    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
-    return at, sorted_keys[at] == keys
-
-
-def _prompt_hashes(call_ids: np.ndarray) -> np.ndarray:
-    """MATCH_CACHE_DTYPE records (phrase −1) of the calls' stored prompts, sorted by call:
-    PostgreSQL hashes each text, so that only the ones the cache lacks are read."""
-    parts = []
-    with connection.cursor() as cursor:
-        for start in range(0, len(call_ids), PROMPT_CHUNK):
-            cursor.execute(
-                "SELECT string_agg(int8send(call_id) || int8send(hashtextextended(text, 0)), "
-                "''::bytea) FROM traces_operatorprompt WHERE call_id = ANY(%s::int8[])",
-                [_int8_array(call_ids[start : start + PROMPT_CHUNK].tolist())],
-            )
-            data = cursor.fetchone()[0]
-            if data:
-                parts.append(np.frombuffer(bytes(data), dtype=[("call", ">i8"), ("hash", ">i8")]))
-    rows = np.concatenate(parts) if parts else np.zeros(0, [("call", ">i8"), ("hash", ">i8")])
-    records = np.zeros(len(rows), MATCH_CACHE_DTYPE)
-    records["call"], records["hash"], records["phrase"] = rows["call"], rows["hash"], -1
-    return records[np.argsort(records["call"], kind="stable")]
+def rematch(call_ids: np.ndarray, matcher: PhraseMatcher, rematched: Rematched | None):
+    """The index of the phrase each call's operator prompt matches now (−1: none, or no
+    stored prompt), collected in `rematched`. Prompts of the same text are matched once."""
+    texts = _prompt_texts(call_ids.tolist())
+    found: dict[str, int] = {}
+    phrases = np.full(len(call_ids), -1, np.int64)
+    for position, call_id in enumerate(call_ids.tolist()):
+        prompt = texts.get(call_id)
+        if prompt is not None:
+            if prompt not in found:
+                found[prompt] = matcher.phrase_index(prompt)
+            phrases[position] = found[prompt]
+    if rematched is not None:
+        rematched.calls.extend(call_ids.tolist())
+        rematched.phrases.extend(phrases.tolist())
+    return phrases
 
 
 def _int8_array(values: list[int]) -> str:

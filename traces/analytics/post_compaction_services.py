@@ -12,13 +12,13 @@ from governance.services import audit_record, workspace_bump_data_version, works
 from traces.analysis.post_compaction import normalise_phrases
 from traces.analytics.models import CorrectionPhraseList
 from traces.analytics.post_compaction_compute import (
-    correction_match_cache_store,
+    correction_matches_store,
     post_compaction_section,
 )
 from traces.analytics.post_compaction_selectors import phrase_list_current
 from traces.analytics.services import analytics_refresh_queue
 
-__all__ = ["correction_match_cache_store", "correction_phrases_save", "post_compaction_section"]
+__all__ = ["correction_matches_store", "correction_phrases_save", "post_compaction_section"]
 
 MAX_PHRASES = 500
 MAX_PHRASE_CHARS = 200

@@ -5,12 +5,13 @@ elsewhere), keeping the line the streaming rule keeps."""
 from __future__ import annotations
 
 import threading
+from functools import cached_property
 
 import orjson
 import zstandard
 from django.db import IntegrityError, connection, transaction
 
-from traces.analysis.post_compaction import text_facts
+from traces.analysis.post_compaction import PhraseMatcher, text_facts
 from traces.formats.records import (
     CompactionRecord,
     SessionInfo,
@@ -24,6 +25,7 @@ from traces.ingest.joins import (
 from traces.ingest.text_facts import (
     FACT_COLUMNS,
     FACT_TYPES,
+    correction_matcher,
     fact_fields,
     fact_values,
     write_operator_prompts,
@@ -65,6 +67,12 @@ UPDATED_ON_CONFLICT = (
 class BatchWriter:
     """The flushing half of `TraceLoader`, which it is a base of: it works on the
     loader's state and is not used alone."""
+
+    @cached_property
+    def _correction_matcher(self) -> PhraseMatcher:
+        """The workspace's correction phrases, read once per loader: each operator prompt's
+        match is stored with it (a list saved meanwhile makes these matches stale)."""
+        return correction_matcher(self.workspace.pk)
 
     def flush(self) -> None:
         calls, compactions = self._take_batch()
@@ -136,7 +144,7 @@ class BatchWriter:
                     else "",
                     record.line or None,
                     record.source_file_id,
-                    *fact_values(text_facts(record.text)),
+                    *fact_values(text_facts(record.text), self._correction_matcher),
                     record.cache_creation_1h_tokens,
                 )
             )
@@ -380,7 +388,7 @@ class BatchWriter:
             )
             # The facts follow the merged text, whichever line's columns the call kept.
             facts = text_facts(text)
-            Call.objects.filter(pk=pk).update(**fact_fields(facts))
+            Call.objects.filter(pk=pk).update(**fact_fields(facts, self._correction_matcher))
             if facts.operator_prompt is None:
                 OperatorPrompt.objects.filter(call_id=pk).delete()
             else:

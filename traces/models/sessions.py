@@ -190,6 +190,20 @@ class Call(WorkspaceOwned):
     tool_errors = models.PositiveIntegerField(
         default=0, db_default=0, help_text="Of those, results flagged is_error."
     )
+    # The operator prompt's correction match, stored with it under the workspace's phrase
+    # list then current; null where no prompt was matched yet (the section matches those).
+    correction_phrase = models.SmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Index of the correction phrase the operator prompt matched (-1: none), "
+        "in the phrase list correction_key names.",
+    )
+    correction_key = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Names the phrase list and matcher revision of correction_phrase "
+        "(`matcher_key`); under any other the match is stale.",
+    )
     # Cost inputs. Database defaults, as above, keep raw COPYs naming other columns valid.
     cache_creation_1h_tokens = models.PositiveBigIntegerField(
         default=0,
@@ -225,6 +239,8 @@ class Call(WorkspaceOwned):
                     "prompt_kind",
                     "tool_results",
                     "tool_errors",
+                    "correction_phrase",
+                    "correction_key",
                 ],
                 name="call_agent_position_facts",
             ),
