@@ -3,20 +3,28 @@
 Builds, in one PostgreSQL database, a workspace per corpus shape of --calls calls (the
 calls, agents, runs and compactions COPY-loaded by `bench.analytics.generate`), gives
 every call a stored text (zstd JSON, as the loader writes it: a prompt of some kind or
-none, tool uses, tool results with errors) and the text facts the loader stores with it
-(`text_facts`, the same function), then times the section cold (a new connection, no cached section), median of --repeat,
+none, tool uses, tool results with errors) and the facts the loader stores with it
+(`text_facts`, and each operator prompt's correction match: `fact_values`, the same
+functions), then times the section cold (a new connection, no cached section; with
+--cold-server also a restarted PostgreSQL and dropped OS page cache), median of --repeat,
 each way in turn in the same run:
 
-* the analytics job's `post_compaction_section` with its match cache empty (the first
-  refresh after the phrase list changed) and filled (every later refresh): grouped in
-  PostgreSQL from the step stored at derive time (`post_compaction_grouped`);
-* the loader before that, row by row (`post_compaction_rows`), cache filled;
-* main's loader before both (`bench/post_compaction_previous.py`), the baseline;
+* "stored": the analytics job's `post_compaction_section` as on every refresh: grouped in
+  PostgreSQL, each prompt's match read as ingest stored it;
+* "list changed": the same after the phrase list changed (every match stale: every
+  observed prompt read, matched and its match stored);
+* "rows": the row-by-row loader (`post_compaction_rows`, the SQLite path);
+* "hashed, cache empty" / "hashed, cache filled": the grouped loader before the matches
+  were stored with the calls (`bench/post_compaction_hashed.py`, main at 2475529), with its
+  match cache empty (a new phrase list) and filled;
+* "previous": the loader before the grouping (`bench/post_compaction_previous.py`);
 * with --decompressing, the loader before the text facts (`corpus_load_decompressing`).
 
-All must give the same section. `--reuse` keeps a database built before (set BENCH_DB to
-use another one). Writes the figures, machine and command into bench/RESULTS.md
-("Behaviour after compaction").
+All must give the same section. Shapes: the analytics bench's corpus; short runs with many
+compactions; and the same with every operator prompt distinct (the others draw prompts from
+a pool of 6,000 texts, which flatters any per-text cache). `--reuse` keeps a database built
+before (set BENCH_DB to use another one). Writes the figures, machine and command into
+bench/RESULTS.md ("Behaviour after compaction").
 """
 
 from __future__ import annotations
@@ -37,8 +45,10 @@ DB = os.environ.get("BENCH_DB", "gov_bench_post_compaction")
 TARGET_S = 3.0
 POOL = 6000  # distinct texts; each call stores one of them
 
-# Shapes: the analytics bench's corpus, and one of short runs (a compaction every ~15
-# calls, every agent a main thread) where nearly every call is observed.
+# Shapes: the analytics bench's corpus, one of short runs (a compaction every ~15 calls,
+# every agent a main thread) where nearly every call is observed, and that one with every
+# operator prompt distinct (its pool prompt, then words drawn per call).
+SHORT_RUNS = {"compact_at": 100_000, "post_compaction": (40_000, 60_000), "main_every": 1}
 SHAPES = {
     "analytics corpus": {
         "generate": {},
@@ -47,16 +57,77 @@ SHAPES = {
         "error": 0.04,
     },
     "short runs, many compactions": {
-        "generate": {
-            "compact_at": 100_000,
-            "post_compaction": (40_000, 60_000),
-            "main_every": 1,
-        },
+        "generate": SHORT_RUNS,
         "operator": 0.30,
         "other_prompt": 0.08,
         "error": 0.08,
     },
+    "short runs, every prompt distinct": {
+        "generate": SHORT_RUNS,
+        "operator": 0.30,
+        "other_prompt": 0.08,
+        "error": 0.08,
+        "distinct": True,
+    },
 }
+# Words appended to make prompts distinct: none is, or is part of, a correction phrase.
+FILLER = [
+    "parser",
+    "module",
+    "tests",
+    "fixture",
+    "schema",
+    "column",
+    "index",
+    "query",
+    "export",
+    "import",
+    "helper",
+    "view",
+    "form",
+    "model",
+    "field",
+    "cache",
+    "token",
+    "window",
+    "budget",
+    "session",
+    "agent",
+    "trace",
+    "span",
+    "event",
+    "metric",
+    "chart",
+    "page",
+    "table",
+    "row",
+    "list",
+    "map",
+    "value",
+    "count",
+    "step",
+    "run",
+    "batch",
+    "queue",
+    "worker",
+    "job",
+    "file",
+    "path",
+    "line",
+    "branch",
+    "commit",
+    "release",
+    "version",
+    "config",
+    "setting",
+    "option",
+    "flag",
+    "default",
+    "limit",
+    "range",
+    "band",
+    "figure",
+]
 
 OPERATOR = [
     "Now update the tests for the parser and keep the public signature as it is.",
@@ -124,49 +195,69 @@ def text_pool(shape: dict, seed: int) -> list[dict]:
     return pool
 
 
+def distinct_prompt(prompt: str, rng: random.Random, number: int) -> str:
+    """The prompt, then a sentence of filler words of log-normal length and a number."""
+    words = rng.choices(FILLER, k=min(400, int(rng.lognormvariate(2.5, 1.0)) + 1))
+    return f"{prompt} Also the {' '.join(words)} (item {number})."
+
+
 def add_texts(workspace, shape: dict, seed: int) -> dict:
-    """A stored text for every call of the workspace, with the facts the loader writes."""
+    """A stored text for every call of the workspace, with the facts the loader writes
+    (each operator prompt matched with the default phrase list, as ingest matches it)."""
     import orjson
     import zstandard
     from django.db import connection
 
-    from traces.analysis.post_compaction import text_facts
+    from traces.analysis.post_compaction import DEFAULT_PHRASES, PhraseMatcher, text_facts
+    from traces.ingest.text_facts import fact_values
     from traces.ingest.writes import TEXT_COMPRESSOR_LEVEL
 
     pool = text_pool(shape, seed)
     compressor = zstandard.ZstdCompressor(level=TEXT_COMPRESSOR_LEVEL)
     data = [compressor.compress(orjson.dumps(t)) for t in pool]
     facts = [text_facts(t) for t in pool]
+    matcher = PhraseMatcher(DEFAULT_PHRASES)
+    values = [fact_values(f, matcher) for f in facts]
+    rng = random.Random(seed)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id FROM traces_call WHERE workspace_id = %s ORDER BY id", [workspace.pk]
         )
         ids = np.array([row[0] for row in cursor.fetchall()], dtype=np.int64)
         choice = np.random.default_rng(seed).integers(0, POOL, len(ids))
+        prompts: dict[int, str] = {}  # call -> its operator prompt
+        facts_of: dict[int, tuple] = {}  # call -> its fact columns
+        for pk, k in zip(ids.tolist(), choice.tolist(), strict=True):
+            prompt = facts[k].operator_prompt
+            if prompt is not None and shape.get("distinct"):
+                prompt = distinct_prompt(prompt, rng, pk)
+                fields = values[k]
+                facts_of[pk] = (*fields[:3], matcher.phrase_index(prompt), fields[4])
+            elif facts[k].prompt_kind or facts[k].tool_results:
+                facts_of[pk] = values[k]
+            if prompt is not None:
+                prompts[pk] = prompt
         raw = cursor.cursor
         with raw.copy("COPY traces_calltext (call_id, data) FROM STDIN") as copy:
             for pk, k in zip(ids.tolist(), choice.tolist(), strict=True):
                 copy.write_row((pk, data[k]))
         cursor.execute(
-            "CREATE TEMP TABLE bench_facts (id bigint, kind text, results int, errors int)"
+            "CREATE TEMP TABLE bench_facts (id bigint, kind text, results int, errors int, "
+            "phrase int2, key int8)"
         )
         with raw.copy("COPY bench_facts FROM STDIN") as copy:
-            for pk, k in zip(ids.tolist(), choice.tolist(), strict=True):
-                f = facts[k]
-                if f.prompt_kind or f.tool_results:
-                    copy.write_row((pk, f.prompt_kind, f.tool_results, f.tool_errors))
+            for pk, row in facts_of.items():
+                copy.write_row((pk, *row))
         cursor.execute(
             "UPDATE traces_call c SET prompt_kind = f.kind, tool_results = f.results, "
-            "tool_errors = f.errors FROM bench_facts f WHERE c.id = f.id"
+            "tool_errors = f.errors, correction_phrase = f.phrase, correction_key = f.key "
+            "FROM bench_facts f WHERE c.id = f.id"
         )
         cursor.execute("DROP TABLE bench_facts")
-        prompts = 0
         with raw.copy("COPY traces_operatorprompt (call_id, text) FROM STDIN") as copy:
-            for pk, k in zip(ids.tolist(), choice.tolist(), strict=True):
-                if facts[k].operator_prompt is not None:
-                    copy.write_row((pk, facts[k].operator_prompt))
-                    prompts += 1
-    return {"texts": len(ids), "operator_prompts": prompts}
+            for pk, prompt in prompts.items():
+                copy.write_row((pk, prompt))
+    return {"texts": len(ids), "operator_prompts": len(prompts)}
 
 
 def stored(workspace) -> dict | None:
@@ -277,74 +368,108 @@ def corpus_load_decompressing(*, workspace, filters, matcher):
     )
 
 
-def section(workspace, how: str) -> tuple[dict, float]:
-    """(the section, seconds), on a new database connection, computed `how`:
+HASHED_CACHES: dict[int, object] = {}  # workspace -> the hashed loader's match cache
 
-    * "cache empty": the service (`post_compaction_section`) after its match cache is
-      dropped, as after a new phrase list: every operator prompt is read and matched, and
-      the cache stored;
-    * "cache filled": the service again, as on every later refresh (new prompts only);
-    * "rows": the loader before this change, which brought every observed call to Python
-      (`post_compaction_rows.corpus_load_rows`, still the SQLite path), match cache filled;
-    * "previous": main's loader before that (`bench/post_compaction_previous.py`);
-    * "decompressing": the loader before the text facts (`corpus_load_decompressing`)."""
+
+def section(workspace, how: str, cold_server: bool = False) -> tuple[dict, float]:
+    """(the section, seconds), on a new database connection, computed `how` (see the
+    module); with `cold_server`, PostgreSQL restarted and the OS page cache dropped first."""
     from django.db import connection
 
-    from bench import post_compaction_previous
+    from bench import post_compaction_hashed, post_compaction_previous
     from traces.analysis.post_compaction import PhraseMatcher, post_compaction
-    from traces.analytics.models import CorrectionMatchCache
-    from traces.analytics.post_compaction_rows import corpus_load_rows
-    from traces.analytics.post_compaction_selectors import match_cache_get, phrase_list_current
+    from traces.analytics.post_compaction_rows import Rematched, corpus_load_rows
+    from traces.analytics.post_compaction_selectors import phrase_list_current
     from traces.analytics.post_compaction_services import post_compaction_section
     from traces.analytics.selectors import AnalyticsFilters
 
-    if how == "cache empty":
-        CorrectionMatchCache.objects.filter(workspace=workspace).delete()
+    everything = AnalyticsFilters()
+    phrases = phrase_list_current(workspace=workspace)
+    matcher = PhraseMatcher(phrases.phrases)
+    if how == "list changed":  # as after a new list: no stored match is current
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE traces_call SET correction_key = 0 "
+                "WHERE workspace_id = %s AND correction_key IS NOT NULL",
+                [workspace.pk],
+            )
+        vacuum()
+    if how == "hashed, cache empty":
+        HASHED_CACHES[workspace.pk] = post_compaction_hashed.MatchCache("bench")
     connection.close()
+    if cold_server:
+        restart_server()
     begin = time.perf_counter()
-    if how.startswith("cache"):
-        result = post_compaction_section(workspace=workspace, filters=AnalyticsFilters())
+    if how in ("stored", "list changed"):
+        result = post_compaction_section(workspace=workspace, filters=everything)
         result.pop("phrases")
     elif how == "rows":
-        phrases = phrase_list_current(workspace=workspace)
-        matcher = PhraseMatcher(phrases.phrases)
-        cache = match_cache_get(workspace=workspace, matcher=matcher)
         corpus = corpus_load_rows(
-            workspace=workspace, filters=AnalyticsFilters(), matcher=matcher, cache=cache
-        )
+            workspace=workspace, filters=everything, matcher=matcher,
+            rematched=Rematched(matcher.key),
+        )  # fmt: skip
+        result = post_compaction(corpus, phrase_version=phrases.version)
+    elif how.startswith("hashed"):
+        corpus = post_compaction_hashed.corpus_load_grouped(
+            workspace=workspace, filters=everything, matcher=matcher,
+            cache=HASHED_CACHES.setdefault(workspace.pk, post_compaction_hashed.MatchCache("bench")),
+        )  # fmt: skip
         result = post_compaction(corpus, phrase_version=phrases.version)
     else:
         loader = {
             "previous": post_compaction_previous.corpus_load,
             "decompressing": corpus_load_decompressing,
         }[how]
-        phrases = phrase_list_current(workspace=workspace)
-        corpus = loader(
-            workspace=workspace, filters=AnalyticsFilters(), matcher=PhraseMatcher(phrases.phrases)
-        )
+        corpus = loader(workspace=workspace, filters=everything, matcher=matcher)
         result = post_compaction(corpus, phrase_version=phrases.version)
-    return result, time.perf_counter() - begin
+    seconds = time.perf_counter() - begin
+    if how == "list changed":  # its writes: vacuumed, as autovacuum would, for the others
+        vacuum()
+    return result, seconds
+
+
+def vacuum() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM (ANALYZE) traces_call")
+
+
+def restart_server() -> None:
+    """PostgreSQL restarted (its shared buffers empty) and the OS page cache dropped."""
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True
+    )
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    for _ in range(60):
+        if subprocess.run(["pg_isready", "-h", "127.0.0.1", "-q"], check=False).returncode == 0:
+            return
+        time.sleep(0.5)
+    raise SystemExit("PostgreSQL did not come back")
 
 
 def stages(workspace) -> dict[str, float]:
-    """Seconds of the new loader's parts, once, on a new connection, cache filled."""
+    """Seconds of the grouped loader's parts, once, on a new connection, matches stored."""
     from django.db import connection
 
     from traces.analysis.post_compaction import PhraseMatcher, post_compaction
     from traces.analytics.post_compaction_grouped import corpus_load_grouped
-    from traces.analytics.post_compaction_selectors import match_cache_get, phrase_list_current
+    from traces.analytics.post_compaction_rows import Rematched
+    from traces.analytics.post_compaction_selectors import phrase_list_current
     from traces.analytics.selectors import AnalyticsFilters
 
     connection.close()
     times = {}
     begin = time.perf_counter()
     matcher = PhraseMatcher(phrase_list_current(workspace=workspace).phrases)
-    cache = match_cache_get(workspace=workspace, matcher=matcher)
-    times[f"match cache ({len(cache.records):,} records)"] = time.perf_counter() - begin
+    times["phrase list"] = time.perf_counter() - begin
     begin = time.perf_counter()
     corpus = corpus_load_grouped(
-        workspace=workspace, filters=AnalyticsFilters(), matcher=matcher, cache=cache
-    )
+        workspace=workspace, filters=AnalyticsFilters(), matcher=matcher,
+        rematched=Rematched(matcher.key),
+    )  # fmt: skip
     times[
         f"grouped statement and audit rows ({len(corpus.run_trigger):,} runs, "
         f"{len(corpus.corrections.run) + len(corpus.tool_results.run):,} observations)"
@@ -365,7 +490,19 @@ def comparable(result: dict) -> dict:
     return result
 
 
-def main() -> None:
+WAYS = ["stored", "list changed", "rows", "hashed, cache empty", "hashed, cache filled", "previous"]
+LABELS = {
+    "stored": "New: matches stored at ingest",
+    "list changed": "New, phrase list just changed",
+    "rows": "Row by row",
+    "hashed, cache empty": "Before (hashed), match cache empty",
+    "hashed, cache filled": "Before (hashed), match cache filled",
+    "previous": "Previous (ungrouped)",
+    "decompressing": "Decompressing texts",
+}
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
@@ -379,7 +516,46 @@ def main() -> None:
         action="store_true",
         help="Keep the database and any shape already built completely in it.",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--cold-server",
+        action="store_true",
+        help="Restart PostgreSQL and drop the OS page cache before every timed run (root; "
+        "stops every other connection to the server).",
+    )
+    return parser.parse_args()
+
+
+def build(number: int, name: str, shape: dict, calls: int):
+    """The shape's workspace, built unless it is there complete; (workspace, what it holds)."""
+    from django.db import connection
+
+    from bench.analytics import generate
+    from governance.models import Workspace
+    from governance.services import workspace_create
+    from traces.derive import runs_fill_first_agent_index
+
+    workspace = Workspace.objects.filter(slug=f"shape-{number}").first()
+    built = stored(workspace) if workspace else None
+    if built is not None and built["calls"] == calls:
+        log(f"{name}: reused {built}")
+        return workspace, built
+    if workspace is not None:
+        raise SystemExit(f"shape-{number} is built partly or at another size: drop {DB}")
+    workspace = workspace_create(slug=f"shape-{number}", name=name)
+    start = time.perf_counter()
+    built = generate(workspace, calls, seed=1 + number, prefix=f"s{number}", **shape["generate"])
+    built.update(add_texts(workspace, shape, seed=10 + number))
+    # The generator COPY-loads runs as they were before 0015: fill what derivation now
+    # stores with each run (as the migration does for existing databases).
+    runs_fill_first_agent_index(workspace_id=workspace.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM (ANALYZE)")  # as autovacuum leaves freshly loaded tables
+    log(f"{name}: built {built} in {time.perf_counter() - start:.0f} s")
+    return workspace, built
+
+
+def main() -> None:
+    args = arguments()
     os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{DB}"
     os.environ.setdefault("GOVERNANCE_LOG_LEVEL", "WARNING")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
@@ -392,69 +568,45 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.db import connection
-
-    from bench.analytics import generate
     from bench.common import write_section
-    from governance.models import Workspace
-    from governance.services import workspace_create
-    from traces.derive import runs_fill_first_agent_index
 
-    ways = ["cache empty", "cache filled", "rows", "previous"] + (
-        ["decompressing"] if args.decompressing else []
-    )
+    ways = WAYS + (["decompressing"] if args.decompressing else [])
     rows = []
     for number, (name, shape) in enumerate(SHAPES.items()):
-        workspace = Workspace.objects.filter(slug=f"shape-{number}").first()
-        built = stored(workspace) if workspace else None
-        if built is None or built["calls"] != args.calls:
-            if workspace is not None:
-                raise SystemExit(f"shape-{number} is built partly or at another size: drop {DB}")
-            workspace = workspace_create(slug=f"shape-{number}", name=name)
-            start = time.perf_counter()
-            built = generate(
-                workspace, args.calls, seed=1 + number, prefix=f"s{number}", **shape["generate"]
-            )
-            built.update(add_texts(workspace, shape, seed=10 + number))
-            # The generator COPY-loads runs as they were before 0015: fill what derivation
-            # now stores with each run (as the migration does for existing databases).
-            runs_fill_first_agent_index(workspace_id=workspace.pk)
-            with connection.cursor() as cursor:
-                cursor.execute("ANALYZE")
-            log(f"{name}: built {built} in {time.perf_counter() - start:.0f} s")
-        else:
-            log(f"{name}: reused {built}")
+        workspace, built = build(number, name, shape, args.calls)
         samples: dict[str, list[float]] = {way: [] for way in ways}
         reference = None
         for attempt in range(args.repeat):
             # In turn, so that no way always runs on caches another warmed.
             for way in ways:
-                result, seconds = section(workspace, way)
+                result, seconds = section(workspace, way, args.cold_server)
                 samples[way].append(seconds)
                 log(f"{name} run {attempt + 1}: {way} {seconds:.2f} s")
                 if reference is None:
                     reference = result
                 assert comparable(result) == comparable(reference), f"{name}: {way} differs"
         rows.append((name, built, reference, samples, stages(workspace)))
+    body = report(args, ways, rows)
+    write_section(
+        "Behaviour after compaction",
+        body,
+        command="python -m bench.post_compaction " + " ".join(sys.argv[1:]),
+    )
+    print(body)
 
-    labels = {
-        "cache empty": "New, match cache empty",
-        "cache filled": "New, match cache filled",
-        "rows": "Row by row (before this change), cache filled",
-        "previous": "Previous (main)",
-        "decompressing": "Decompressing texts",
-    }
+
+def report(args, ways: list[str], rows: list) -> str:
     table = [
         "| Shape | Corpus | Observed | "
-        + " | ".join(f"{labels[way]}: median s (runs)" for way in ways)
-        + " | Row by row ÷ new (filled) | Previous ÷ new (empty) | Previous ÷ new (filled) |",
+        + " | ".join(f"{LABELS[way]}: median s (runs)" for way in ways)
+        + " | Before (empty) ÷ new | Before (filled) ÷ new | Previous ÷ new |",
         "|---|---|---|" + "---:|" * (len(ways) + 3),
     ]
     for name, built, result, samples, _ in rows:
         medians = {way: statistics.median(samples[way]) for way in ways}
         cells = []
         for way in ways:
-            mark = "**" if way.startswith("cache") and medians[way] < TARGET_S else ""
+            mark = "**" if way == "stored" and medians[way] < TARGET_S else ""
             runs = ", ".join(f"{v:.2f}" for v in samples[way])
             cells.append(f"{mark}{medians[way]:.2f}{mark} ({runs})")
         table.append(
@@ -463,29 +615,32 @@ def main() -> None:
             f"{result['compactions']:,} compactions, {result['operator_messages']:,} operator "
             f"messages, {result['tool_results']:,} tool results, {result['matches_total']:,} "
             f"corrections | " + " | ".join(cells) + " | "
-            f"{medians['rows'] / medians['cache filled']:.1f}× | "
-            f"{medians['previous'] / medians['cache empty']:.1f}× | "
-            f"{medians['previous'] / medians['cache filled']:.1f}× |"
+            f"{medians['hashed, cache empty'] / medians['stored']:.1f}× | "
+            f"{medians['hashed, cache filled'] / medians['stored']:.1f}× | "
+            f"{medians['previous'] / medians['stored']:.1f}× |"
         )
     load = os.getloadavg()
-    body = "\n".join(
+    cold = (
+        "PostgreSQL restarted and the OS page cache dropped before every timed run"
+        if args.cold_server
+        else "PostgreSQL's and the OS's caches as the previous run left them"
+    )
+    return "\n".join(
         [
             f"The section of behaviour after compaction (the analytics job's "
             f"`post_compaction_section`: load, then `post_compaction` with its {2000:,}-replicate "
-            f"bootstraps), cold: a new database connection and no cached section; median of "
-            f"{args.repeat} runs of each way, taken in turn in the same run. *Match cache "
-            f"empty*: the first refresh after the phrase list changed (every operator prompt "
-            f"read and matched, the cache stored). *Match cache filled*: every later refresh "
-            f"(only new or edited prompts are read and matched). *Row by row*: the loader "
-            f"before this change (every observed call brought to Python, steps found there; "
-            f"still the SQLite path), cache filled. *Previous*: main's loader before that, in "
-            f"the same run. The new path groups in PostgreSQL by run and step class from the "
-            f"step stored at derive time (`Run.first_agent_index`). The corpora are COPY-loaded "
-            f"(`bench.analytics.generate`), each call with a stored text drawn from {POOL:,} "
-            f"generated ones and the facts the loader stores for it; every way gave the same "
-            f"section on every run (audit rows aside when more than 2,000 corrections cut "
-            f"them). Load average at the end: {load[0]:.1f} on {os.cpu_count()} cores (the "
-            f"machine is shared with other work).",
+            f"bootstraps), cold: a new database connection, no cached section, and {cold}; "
+            f"median of {args.repeat} runs of each way, taken in turn in the same run. The "
+            f"ways are described in `bench/post_compaction.py`: *stored* is every refresh "
+            f"(each prompt's match stored by ingest), *list changed* the one refresh after a "
+            f"new phrase list (every observed prompt matched and stored again), *before "
+            f"(hashed)* the loader of the previous stop, which hashed every operator prompt "
+            f"in the database and matched in the request those its match cache lacked. The "
+            f"corpora are COPY-loaded (`bench.analytics.generate`), each call with a stored "
+            f"text drawn from {POOL:,} generated ones and the facts the loader stores for "
+            f"it; in the last shape every operator prompt is distinct. Every way gave the "
+            f"same section on every run (audit rows aside when more than 2,000 corrections "
+            f"cut them). Load average at the end: {load[0]:.1f} on {os.cpu_count()} cores.",
             "",
             f"Target: < {TARGET_S:.0f} s at 1M calls, cold.",
             "",
@@ -493,14 +648,13 @@ def main() -> None:
             "",
             *[
                 f"- {name}: target < {TARGET_S:.0f} s "
-                f"{'met' if statistics.median(samples['cache filled']) < TARGET_S else 'missed'} "
-                f"with the match cache filled, "
-                f"{'met' if statistics.median(samples['cache empty']) < TARGET_S else 'missed'} "
-                f"with it empty."
+                f"{'met' if statistics.median(samples['stored']) < TARGET_S else 'missed'} "
+                f"(stored matches); after a phrase list change "
+                f"{statistics.median(samples['list changed']):.2f} s."
                 for name, _, _, samples, _ in rows
             ],
             "",
-            "Where the new loader's time goes (one more run of each part, cache filled):",
+            "Where the new loader's time goes (one more run of each part, matches stored):",
             "",
             *[
                 f"- {name}: "
@@ -509,12 +663,6 @@ def main() -> None:
             ],
         ]
     )
-    write_section(
-        "Behaviour after compaction",
-        body,
-        command="python -m bench.post_compaction " + " ".join(sys.argv[1:]),
-    )
-    print(body)
 
 
 if __name__ == "__main__":

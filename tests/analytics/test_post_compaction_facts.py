@@ -21,6 +21,7 @@ from traces.analysis.post_compaction import (
     post_compaction,
 )
 from traces.analytics.post_compaction_selectors import corpus_load
+from traces.analytics.post_compaction_services import post_compaction_section
 from traces.analytics.selectors import AnalyticsFilters
 from traces.ingest.writes import decompress_text
 from traces.models import Call, CallText, OperatorPrompt
@@ -142,6 +143,28 @@ def stored_facts(workspace) -> dict[int, tuple]:
     }
 
 
+def stored_matches(workspace) -> dict[int, tuple]:
+    """(correction phrase index, key) stored with each call."""
+    return {
+        pk: (phrase, key)
+        for pk, phrase, key in Call.objects.filter(workspace=workspace).values_list(
+            "id", "correction_phrase", "correction_key"
+        )
+    }
+
+
+def expected_matches(workspace, phrases) -> dict[int, tuple]:
+    """Each call's operator prompt, from its decompressed text, matched with `phrases`:
+    (index, key); (None, None) for a call without an operator prompt."""
+    matcher = PhraseMatcher(phrases)
+    expected = {}
+    for pk, (_, prompt, _, _) in decompressed_facts(workspace).items():
+        expected[pk] = (
+            (None, None) if prompt is None else (matcher.phrase_index(prompt), matcher.key)
+        )
+    return expected
+
+
 def decompressed_facts(workspace) -> dict[int, tuple]:
     return {
         pk: reference_facts(decompress_text(data))
@@ -164,6 +187,10 @@ def test_stored_facts_equal_the_texts_and_the_planted_truth(workspace, generated
     assert kinds == {"", "operator", "command", "meta", "summary", "interrupt"}
     assert any(f[3] for f in stored.values()) and any(f[2] > f[3] > 0 for f in stored.values())
     assert any(f[2] == 0 for f in stored.values())
+    # Each operator prompt's correction match is stored with it, under the default list.
+    matches = stored_matches(workspace)
+    assert matches == expected_matches(workspace, DEFAULT_PHRASES)
+    assert {phrase for phrase, _ in matches.values()} > {None, -1}
 
 
 @pytest.mark.parametrize(
@@ -201,6 +228,15 @@ def test_backfill_recomputes_what_differs(workspace, generated, other_workspace)
     call_command("backfill_text_facts", workspace=workspace.slug, stdout=sys.stdout)
     assert stored_facts(workspace) == reference
     assert Workspace.objects.get(pk=workspace.pk).data_version == version + 1
+    # The backfill leaves the matches of the calls it rewrote unset: the next section
+    # matches them again (and stores them).
+    assert set(stored_matches(workspace).values()) == {(None, None)}
+    matcher = PhraseMatcher(DEFAULT_PHRASES)
+    post_compaction_section(workspace=workspace, filters=AnalyticsFilters())
+    observed = {pk: m for pk, m in stored_matches(workspace).items() if m != (None, None)}
+    expected = expected_matches(workspace, DEFAULT_PHRASES)
+    assert observed and all(expected[pk] == m for pk, m in observed.items())
+    assert all(key == matcher.key for _, key in observed.values())
     call_command("backfill_text_facts", workspace=workspace.slug, stdout=sys.stdout)
     assert Workspace.objects.get(pk=workspace.pk).data_version == version + 1  # nothing differed
 
@@ -276,3 +312,9 @@ def test_facts_follow_a_call_merged_with_a_later_line(workspace):
     assert call.output_tokens == 80
     assert stored_facts(workspace) == decompressed_facts(workspace)
     assert stored_facts(workspace)[call.pk] == ("operator", "You forgot the tests.", 1, 1)
+    matcher = PhraseMatcher(DEFAULT_PHRASES)
+    assert stored_matches(workspace)[call.pk] == (
+        matcher.phrase_index("You forgot the tests."),
+        matcher.key,
+    )
+    assert matcher.phrase_index("You forgot the tests.") >= 0
