@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 
 from tests.analytics.planted_post_compaction import plant
+from tests.analytics.test_post_compaction import _codex_rollout
 from tests.analytics.test_post_compaction_fast_path import _ingest
 from traces.analysis.post_compaction import DEFAULT_PHRASES, MAX_STEP, PhraseMatcher
 from traces.analytics.post_compaction_corrections import CHUNK, corrections_for
@@ -107,6 +108,8 @@ def big(workspace, other_workspace):
         ingest_bytes(workspace=workspace, name=f"{name}.jsonl", data=b"\n".join(lines) + b"\n",
                      source="demo", refresh_analytics=False)  # fmt: skip
     _ingest(workspace, range(10), random.Random(18))
+    ingest_bytes(workspace=workspace, name="rollout-2026-03-02T10-00-00-019c8a59.jsonl",
+                 data=_codex_rollout(40, {1, 2, 30}), source="demo", refresh_analytics=False)  # fmt: skip
     _ingest(other_workspace, range(3), random.Random(19))
 
 
@@ -145,6 +148,19 @@ def test_every_counted_correction_is_exported(
             len(wanted)
         )
         _same(_csv(viewer, workspace, f"?task_type={task_type}"), wanted, match="stored")
+
+    # The other filters: as many rows as the section counts with them.
+    for query in ("harness=claude-code", "harness=codex", "started_after=2026-04-01",
+                  "started_before=2026-03-31", "project=demo", "exclude_forks=on"):  # fmt: skip
+        key, value = query.split("=")
+        fields = {key: value == "on" if key == "exclude_forks" else value}
+        counted = post_compaction_section(workspace=workspace, filters=AnalyticsFilters(**fields))
+        rows = _csv(viewer, workspace, f"?{query}")
+        assert len(rows) == counted["matches_total"] > 0, query
+        assert {(r["session"], r["call_index"]) for r in rows} <= keys
+    codex = Session.objects.get(workspace=workspace, harness="codex").pk
+    assert str(codex) in {r["session"] for r in _csv(viewer, workspace, "?harness=codex")}
+    assert str(codex) not in {r["session"] for r in _csv(viewer, workspace, "?harness=claude-code")}
 
     # The API: pages add up to every correction, in the same order.
     api = api_for("viewer")
