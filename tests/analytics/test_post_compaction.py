@@ -151,7 +151,8 @@ def _pages(workspace, client_for):
     names = [trace.get("name") for trace in figure["data"]]
     assert "correction rate" in names and "tool-error rate" in names
     assert "correction rate: 95% Wilson band" in names
-    csv = client_for("viewer").get(base + "corrections.csv").content.decode().splitlines()
+    exported = client_for("viewer").get(base + "corrections.csv")
+    csv = b"".join(exported.streaming_content).decode().splitlines()
     assert csv[0].startswith("session,call_index,step,trigger")
     assert len(csv) == 1 + page.context["pc"]["matches_total"]
 

@@ -1,9 +1,14 @@
 """The after-compaction page in Chromium: Figure 9 with both rates and their bands, the
-headline figures with n and interval, and a new phrase-list version saved by an editor."""
+headline figures with n and interval, the count of every counted correction with the link
+that downloads them all, and a new phrase-list version saved by an editor."""
+
+import csv
 
 import pytest
 
 from tests.analytics.planted_post_compaction import plant
+from traces.analytics.post_compaction_views import MATCHES_SHOWN
+from traces.analytics.selectors import AnalyticsFilters, result_for
 from traces.analytics.services import analytics_refresh_queue
 from traces.services import ingest_bytes
 
@@ -39,6 +44,21 @@ def test_post_compaction_page(page, login, members, workspace, screenshot):
     assert "n = " in page.locator("#pc-tool").inner_text()
     assert page.locator("#pc-by-trigger .badge").inner_text() == "reverse causation possible"
     assert page.locator("#pc-matches mark.phrase").first.inner_text() == "that's wrong"
+    # Every counted correction: the page says how many, shows the first 200, links them all.
+    total = result_for(workspace=workspace, filters=AnalyticsFilters()).result["post_compaction"][
+        "matches_total"
+    ]
+    assert total > MATCHES_SHOWN
+    summary = page.locator("#pc-matches-total").inner_text()
+    assert f"first {MATCHES_SHOWN} of {total:,}" in summary
+    assert f"download all {total:,}" in summary
+    assert page.locator("#pc-matches tbody tr").count() == MATCHES_SHOWN
+    with page.expect_download() as download:
+        page.locator("#pc-matches-csv").click()
+    with open(download.value.path(), newline="") as exported:
+        rows = list(csv.DictReader(exported))
+    assert len(rows) == total
+    assert rows[0]["phrase"] == "that's wrong" and rows[0]["match"] == "stored"
     screenshot("post-compaction")
 
     login("editor-a")

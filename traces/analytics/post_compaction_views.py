@@ -7,13 +7,15 @@ import csv
 
 from django import forms
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect
 
 from governance.models import Role
 from governance.views import WorkspaceTemplateView
 from traces.analysis.post_compaction import DEFAULT_PHRASE_VERSION, DEFAULT_PHRASES
+from traces.analytics.forms import AnalyticsFilterForm
 from traces.analytics.post_compaction_charts import post_compaction as chart
+from traces.analytics.post_compaction_corrections import corrections_for
 from traces.analytics.post_compaction_selectors import phrase_list_current, phrase_list_history
 from traces.analytics.post_compaction_services import correction_phrases_save
 from traces.analytics.views import AnalyticsPage
@@ -43,35 +45,51 @@ class PostCompactionPage(AnalyticsPage):
         }
 
 
-class CorrectionsCsv(AnalyticsPage):
-    """Every counted correction the cached result holds, with its matched phrase."""
+CSV_COLUMNS = [
+    "session", "call_index", "step", "trigger", "task_type", "phrase", "matched", "excerpt",
+]  # fmt: skip
+CSV_EXTRA = ["phrase_list_version", "run", "call", "match"]
+
+
+class _Lines:
+    """A file-like object for `csv.writer` that hands each written line back."""
+
+    def write(self, line: str) -> str:
+        return line
+
+
+class CorrectionsCsv(WorkspaceTemplateView):
+    """Every counted correction for the page's filters, streamed as CSV: read from the
+    match stored with each call (not the cached section's first 2,000), stale matches
+    matched for the export (column `match`: `matched now`) without writing anything."""
 
     def get(self, request, *args, **kwargs):
-        result = self.get_context_data()["result"]
-        section = (result or {}).get("post_compaction")
-        if not section:
+        form = AnalyticsFilterForm(request.GET or None, workspace=self.workspace)
+        if form.is_bound and not form.is_valid():
+            problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
             return HttpResponse(
-                "Not computed yet for these filters.", status=404, content_type="text/plain"
+                f"Invalid filters: {problems}", status=400, content_type="text/plain"
             )
-        response = HttpResponse(content_type="text/csv")
+        corrections = corrections_for(workspace=self.workspace, filters=form.filters())
+        response = StreamingHttpResponse(_csv_lines(corrections), content_type="text/csv")
         response["Content-Disposition"] = 'attachment; filename="post-compaction-corrections.csv"'
-        writer = csv.writer(response)
-        header = [
-            "session",
-            "call_index",
-            "step",
-            "trigger",
-            "task_type",
-            "phrase",
-            "matched",
-            "excerpt",
-        ]
-        writer.writerow([*header, "phrase_list_version"])
-        for match in section["matches"]:
-            writer.writerow(
-                [*(_spreadsheet_safe(match[k]) for k in header), section["phrase_list_version"]]
-            )
         return response
+
+
+def _csv_lines(corrections):
+    writer = csv.writer(_Lines())
+    yield writer.writerow([*CSV_COLUMNS, *CSV_EXTRA])
+    version = corrections.phrase_list_version
+    for row in corrections.rows():
+        yield writer.writerow(
+            [
+                *(_spreadsheet_safe(row[k]) for k in CSV_COLUMNS),
+                version,
+                row["run"],
+                row["call"],
+                row["match"],
+            ]
+        )
 
 
 def _spreadsheet_safe(value):

@@ -8,6 +8,7 @@ from traces.analytics.api.instruction_visibility import (
     InstructionVisibilityRunView,
     InstructionVisibilityView,
 )
+from traces.analytics.api.post_compaction import PostCompactionCorrectionsView
 from traces.analytics.api.recommendations import CompactionRecommendationView
 
 urlpatterns = [
@@ -19,6 +20,11 @@ urlpatterns = [
         )
         for name in views.SECTIONS
     ],
+    path(
+        "analytics/post-compaction/corrections/",
+        PostCompactionCorrectionsView.as_view(),
+        name="analytics-post-compaction-corrections",
+    ),
     path(
         "analytics/instruction-visibility/",
         InstructionVisibilityView.as_view(),
