@@ -2,8 +2,8 @@
 
 Ingests transcripts whose tool results carry text at ≈4 characters a token, so that the
 inventories are as large as the windows they describe (compaction near 170k, a 4,400-token
-summary opening each later run), then creates an audit of 67 runs × 3 steps = 201 steps and
-times the job that samples the runs, decompresses their call text, builds the packets and
+summary opening each later run), then creates an audit of 201 steps (three to a run: 67 runs) and
+times the job that samples the steps, decompresses their call text, builds the packets and
 stores them. The baseline, measured in the same run, only reads and decompresses the same
 call text: the floor any packet builder pays.
 
@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from bench.annotations import setup_django
 
 TARGET_SECONDS = 10.0
-RUNS = 67  # × 3 steps = 201 steps
+STEPS = 201  # drawn three to a run: 67 runs
 GROWTH = 1_500  # tokens a call adds
 START = 20_000
 COMPACT_EVERY = 100  # calls: 20k + 100 × 1.5k = 170k before each compaction
@@ -125,7 +125,7 @@ def main(argv=None) -> None:
     )
 
     counts = strata_counts(services.run_infos(workspace=workspace))
-    sizes, left = {}, RUNS
+    sizes, left = {}, STEPS
     for key, available in sorted(counts.items(), key=lambda kv: -kv[1]):
         if left <= 0:
             break
@@ -181,7 +181,7 @@ Database: {connection.vendor}. {args.sessions} sessions of {args.calls} calls ({
 {runs} runs; compaction every {COMPACT_EVERY} calls, each later run opening with a
 {SUMMARY_TOKENS:,}-token summary). Each call's tool result holds text of about the {GROWTH:,}
 tokens it adds, so inventories are as large as the windows they describe. The audit asks
-{RUNS} runs × 3 steps; packets hold {items:,} inventory items in all
+{STEPS} steps, three to a run; packets hold {items:,} inventory items in all
 ({chars / 1e6:.0f}M characters of call text read).
 
 | Measure | seconds |
