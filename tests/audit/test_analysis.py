@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import random
+from collections import Counter, defaultdict
 
 import pytest
 
@@ -11,78 +13,190 @@ from traces.audit.analysis.fractions import JudgedStep
 from traces.audit.analysis.packets import CallInput
 from traces.audit.analysis.sampling import RunInfo
 
+EDGES = (50_000, 150_000, 350_000, 600_000)
+LABELS = ["<50k", "50k–150k", "150k–350k", "350k–600k", "≥600k"]
 
-def runs_fixture():
+
+def ref_band_index(tokens: int, edges=EDGES) -> int:
+    """Independent reference: the band of a window is the number of edges at or below it."""
+    index = 0
+    for edge in edges:
+        if tokens >= edge:
+            index += 1
+    return index
+
+
+def ref_bounds(label: str, edges=EDGES) -> tuple[int, float]:
+    bounds = [0, *edges, math.inf]
+    i = LABELS.index(label) if edges == EDGES else sampling.band_labels(edges).index(label)
+    return bounds[i], bounds[i + 1]
+
+
+def ref_strata(runs, edges=EDGES, per_run=3):
+    """Per stratum: steps, steps it can give (≤ per_run per run), runs; by a plain loop."""
+    steps, drawable, members = Counter(), Counter(), defaultdict(set)
+    for run in runs:
+        per_band = Counter(ref_band_index(c, edges) for c in run.contexts)
+        for index, n in per_band.items():
+            key = f"{run.task_type}|{LABELS[index]}"
+            steps[key] += n
+            drawable[key] += min(per_run, n)
+            members[key].add(run.run_id)
+    return steps, drawable, {k: len(v) for k, v in members.items()}
+
+
+def shaped_runs(seed: int, count: int = 60) -> list[RunInfo]:
+    """Varied shapes: climbing runs that cross several bands, flat runs inside one band,
+    short runs of one or two calls, empty runs, windows exactly on the edges, and runs that
+    fall after a compaction."""
+    rng = random.Random(seed)
     runs = []
-    for i in range(40):
-        task = ["building", "qa"][i % 2]
-        median = [20_000, 100_000, 400_000][i % 3]
-        runs.append(RunInfo(i + 1, task, median, call_count=10))
+    for i in range(count):
+        task = rng.choice(["building", "qa", "research"])
+        shape = rng.choice(["climb", "flat", "short", "edges", "empty", "fall"])
+        if shape == "climb":
+            start, step = rng.randint(5_000, 200_000), rng.randint(2_000, 40_000)
+            contexts = [start + step * k for k in range(rng.randint(5, 40))]
+        elif shape == "flat":
+            base = rng.choice([20_000, 100_000, 250_000, 450_000, 800_000])
+            contexts = [base + rng.randint(-5_000, 5_000) for _ in range(rng.randint(1, 12))]
+        elif shape == "short":
+            contexts = [rng.randint(1_000, 900_000) for _ in range(rng.randint(1, 2))]
+        elif shape == "edges":
+            contexts = [e + d for e in EDGES for d in (-1, 0)]
+        elif shape == "empty":
+            contexts = []
+        else:
+            contexts = [rng.randint(300_000, 700_000)] + [
+                rng.randint(20_000, 60_000) for _ in range(rng.randint(2, 8))
+            ]
+        median = sorted(contexts)[len(contexts) // 2] if contexts else 0
+        runs.append(RunInfo(1000 + i, task, median, tuple(contexts)))
     return runs
 
 
 class TestBands:
     def test_edges_are_half_open(self):
-        assert sampling.band_labels() == ["<50k", "50k–150k", "150k–350k", "350k–600k", "≥600k"]
+        assert sampling.band_labels() == LABELS
         assert sampling.band_of(49_999) == "<50k"
         assert sampling.band_of(50_000) == "50k–150k"
         assert sampling.band_of(600_000) == "≥600k"
         assert sampling.band_labels((10, 20_000)) == ["<10", "10–20k", "≥20k"]
 
-    def test_strata_counts(self):
-        counts = sampling.strata_counts(runs_fixture())
-        # i%2 and i%3 cycle with period 6: 40 runs → each of the 6 strata 6 or 7 times.
-        assert sum(counts.values()) == 40
-        assert counts["building|<50k"] == len([i for i in range(40) if i % 2 == 0 and i % 3 == 0])
-        assert counts["qa|350k–600k"] == len([i for i in range(40) if i % 2 == 1 and i % 3 == 2])
+    @pytest.mark.parametrize("seed", range(4))
+    def test_positions_by_band_match_the_reference(self, seed):
+        for run in shaped_runs(seed):
+            grouped = sampling.positions_by_band(run)
+            expected = defaultdict(list)
+            for i, tokens in enumerate(run.contexts):
+                expected[LABELS[ref_band_index(tokens)]].append(i)
+            assert grouped == dict(expected)
+
+    @pytest.mark.parametrize("seed", range(4))
+    def test_strata_counts_match_the_reference(self, seed):
+        runs = shaped_runs(seed)
+        steps, drawable, members = ref_strata(runs)
+        available = sampling.strata_availability(runs)
+        assert {k: a.steps for k, a in available.items()} == dict(steps)
+        assert {k: a.drawable for k, a in available.items()} == dict(drawable)
+        assert {k: a.runs for k, a in available.items()} == members
+        assert sampling.strata_counts(runs) == dict(drawable)
+
+    def test_a_run_crossing_bands_counts_in_each(self):
+        run = RunInfo(1, "qa", 100_000, (10_000, 49_999, 50_000, 149_999, 150_000, 700_000))
+        assert sampling.strata_counts([run]) == {
+            "qa|<50k": 2, "qa|50k–150k": 2, "qa|150k–350k": 1, "qa|≥600k": 1,
+        }  # fmt: skip
+
+
+def sample_by_stratum(runs, sample):
+    """(stratum key → [(run id, position)]) from a sample, checking each run appears once."""
+    info = {r.run_id: r for r in runs}
+    assert len({s.run_id for s in sample}) == len(sample)
+    drawn = defaultdict(list)
+    for s in sample:
+        run = info[s.run_id]
+        assert s.task_type == run.task_type
+        assert s.band == sampling.band_of(run.median_context)
+        assert list(s.step_positions) == sorted(set(s.step_positions))
+        assert len(s.step_bands) == len(s.step_positions)
+        for position, band in zip(s.step_positions, s.step_bands, strict=True):
+            assert 0 <= position < run.call_count
+            drawn[f"{run.task_type}|{band}"].append((run.run_id, position))
+    return drawn
 
 
 class TestSampling:
-    def test_sizes_are_respected_and_capped_by_what_exists(self):
-        sizes = {"building|<50k": 3, "qa|50k–150k": 100, "research|<50k": 5}
-        sample = sampling.sample_runs(runs_fixture(), sizes, seed=1)
-        by_stratum = {}
-        for run in sample:
-            by_stratum.setdefault(f"{run.task_type}|{run.band}", []).append(run)
-        assert len(by_stratum["building|<50k"]) == 3
-        available = sampling.strata_counts(runs_fixture())["qa|50k–150k"]
-        assert len(by_stratum["qa|50k–150k"]) == available
-        assert "research|<50k" not in by_stratum
-        assert len({r.run_id for r in sample}) == len(sample)
+    @pytest.mark.parametrize("seed", range(6))
+    def test_strata_sizes_and_bands_against_the_reference(self, seed):
+        runs = shaped_runs(seed)
+        info = {r.run_id: r for r in runs}
+        _, drawable, _ = ref_strata(runs)
+        rng = random.Random(seed)
+        keys = sorted(drawable)
+        sizes = {k: rng.choice([1, 2, 3, 4, 7, 10, 500]) for k in keys}
+        sizes["research|≥600k"] = sizes.get("research|≥600k", 5)  # may have no steps
+        sample = sampling.sample_steps(runs, sizes, seed=seed)
+        drawn = sample_by_stratum(runs, sample)
+        for key, size in sizes.items():
+            assert len(drawn.get(key, [])) == min(size, drawable.get(key, 0)), key
+        assert set(drawn) <= set(sizes)
+        for key, steps in drawn.items():
+            task, _, band = key.partition("|")
+            low, high = ref_bounds(band)
+            per_run = Counter(run_id for run_id, _ in steps)
+            assert max(per_run.values()) <= 3
+            for run_id, position in steps:
+                assert info[run_id].task_type == task
+                assert low <= info[run_id].contexts[position] < high, (key, run_id, position)
 
-    def test_every_sampled_run_is_in_its_stratum(self):
-        info = {r.run_id: r for r in runs_fixture()}
-        for run in sampling.sample_runs(runs_fixture(), {"qa|≥600k": 2, "qa|350k–600k": 4}, seed=3):
-            assert info[run.run_id].task_type == run.task_type
-            assert sampling.band_of(info[run.run_id].median_context) == run.band
+    def test_a_run_drawn_in_several_strata_makes_one_packet(self):
+        run = RunInfo(7, "building", 200_000, tuple(range(10_000, 700_000, 10_000)))
+        sizes = {f"building|{b}": 3 for b in LABELS}
+        (only,) = sampling.sample_steps([run], sizes, seed=3)
+        assert Counter(only.step_bands) == dict.fromkeys(LABELS, 3)
+        for position, band in zip(only.step_positions, only.step_bands, strict=True):
+            low, high = ref_bounds(band)
+            assert low <= run.contexts[position] < high
+
+    def test_clusters_of_three_then_the_remainder(self):
+        runs = [RunInfo(i, "qa", 20_000, (20_000,) * 10) for i in range(1, 6)]
+        sample = sampling.sample_steps(runs, {"qa|<50k": 8}, seed=4)
+        assert sorted(len(s.step_positions) for s in sample) == [2, 3, 3]
+
+    def test_short_runs_give_what_they_have(self):
+        runs = [RunInfo(1, "qa", 10, (10,)), RunInfo(2, "qa", 10, (10, 20))]
+        sample = sampling.sample_steps(runs, {"qa|<50k": 10}, seed=0)
+        assert {s.run_id: s.step_positions for s in sample} == {1: (0,), 2: (0, 1)}
+
+    def test_each_run_of_a_stratum_is_equally_likely(self):
+        runs = [RunInfo(i, "qa", 20_000, (20_000,) * (3 + 5 * i)) for i in range(4)]
+        first = Counter(
+            sampling.sample_steps(runs, {"qa|<50k": 3}, seed=s)[0].run_id for s in range(2000)
+        )
+        assert set(first) == {0, 1, 2, 3}
+        assert all(abs(n / 2000 - 0.25) < 0.04 for n in first.values()), first
 
     def test_reproducible_and_seed_sensitive(self):
-        sizes = {"building|<50k": 3, "qa|350k–600k": 3}
-        first = sampling.sample_runs(runs_fixture(), sizes, seed=42)
-        assert first == sampling.sample_runs(runs_fixture(), sizes, seed=42)
-        others = [sampling.sample_runs(runs_fixture(), sizes, seed=s) for s in range(43, 53)]
+        runs = shaped_runs(11)
+        sizes = dict.fromkeys(sampling.strata_counts(runs), 4)
+        first = sampling.sample_steps(runs, sizes, seed=42)
+        assert first == sampling.sample_steps(list(reversed(runs)), sizes, seed=42)
+        others = [sampling.sample_steps(runs, sizes, seed=s) for s in range(43, 53)]
         assert any(o != first for o in others)
 
-    def test_three_distinct_steps_inside_the_run(self):
-        for run in sampling.sample_runs(runs_fixture(), {"building|<50k": 7}, seed=5):
-            assert len(run.step_positions) == 3
-            assert list(run.step_positions) == sorted(set(run.step_positions))
-            assert all(0 <= c <= 9 for c in run.step_positions)
-
     def test_a_stratum_does_not_depend_on_other_strata(self):
-        sizes = {"building|<50k": 2, "qa|≥600k": 3}
-        extra = [RunInfo(1000 + i, "qa", 700_000, 50) for i in range(9)]
-        before = sampling.sample_runs(runs_fixture(), sizes, seed=9)
-        after = sampling.sample_runs(runs_fixture() + extra, sizes, seed=9)
-        assert [r for r in after if r.task_type == "building"] == before
-        assert len([r for r in after if r.task_type == "qa"]) == 3
-
-    def test_short_run_gives_all_its_calls(self):
-        assert sampling.choose_steps(RunInfo(1, "qa", 1, 2), seed=0) == (0, 1)
+        runs = shaped_runs(12)
+        sizes = {"building|<50k": 5, "qa|≥600k": 4}
+        extra = [RunInfo(5000 + i, "qa", 700_000, (700_000,) * 6) for i in range(9)]
+        before = sample_by_stratum(runs, sampling.sample_steps(runs, sizes, seed=9))
+        after = sample_by_stratum(runs + extra, sampling.sample_steps(runs + extra, sizes, seed=9))
+        assert after["building|<50k"] == before["building|<50k"]
+        assert len(after["qa|≥600k"]) == 4
 
     def test_negative_size_is_refused(self):
         with pytest.raises(ValueError, match=r"qa\|<50k"):
-            sampling.sample_runs(runs_fixture(), {"qa|<50k": -1}, seed=0)
+            sampling.sample_steps(shaped_runs(1), {"qa|<50k": -1}, seed=0)
 
 
 def crafted_calls():

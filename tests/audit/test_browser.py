@@ -16,6 +16,7 @@ def test_create_judge_and_see_results(page, login, members, corpus, screenshot):
     page.get_by_role("link", name="New audit").first.click()
     page.get_by_label("Name").fill("Browser audit")
     page.get_by_label("Seed").fill("5")
+    assert page.get_by_label("Exclude forked starts").is_checked()
     sizes = page.locator("table.strata input[type=number]")
     strata = sizes.count()
     assert strata >= 1
@@ -26,7 +27,9 @@ def test_create_judge_and_see_results(page, login, members, corpus, screenshot):
         page.get_by_role("button", name="Create audit").click()
     audit = Audit.objects.get(name="Browser audit")
     assert audit.seed == 5 and audit.status == "open"
-    assert audit.packet_count == strata  # one run asked from each stratum
+    # One step asked from each stratum; a run crossing bands can give steps to several.
+    assert audit.step_count == strata and 1 <= audit.packet_count <= strata
+    assert audit.exclude_forks is True
 
     page.goto(f"{page.base_url}/w/{slug}/audits/{audit.pk}/results/")
     assert page.get_by_text("No judgments yet").is_visible()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from governance.errors import Forbidden, InputError
 from governance.models import AuditEvent, Job
+from tests.audit.test_analysis import ref_bounds
+from tests.audit.test_strata import reference_strata
 from traces.audit import selectors, services
 from traces.audit.analysis.sampling import band_of
 from traces.audit.models import Audit, AuditPacket, AuditStatus, AuditStep, Judgment
@@ -20,24 +24,27 @@ def test_create_builds_one_packet_per_sampled_run(audit, all_strata, workspace):
     job = Job.objects.get(pk=audit.job_id)
     assert job.status == "succeeded" and job.progress_done == audit.packet_count
     packets = list(AuditPacket.objects.filter(audit=audit))
-    available = {k: v for k, v in all_strata.items()}
-    from traces.audit.analysis.sampling import strata_counts
-
-    counts = strata_counts(services.run_infos(workspace=workspace))
-    assert len(packets) == sum(min(2, counts[k]) for k in available)
+    assert len({p.run_id for p in packets}) == len(packets) == audit.packet_count
+    _, drawable, _ = reference_strata(workspace, exclude_forks=True)
+    drawn = Counter()
     for packet in packets:
         run = packet.run
         assert packet.task_type == run.task_type
-        assert band_of(run.median_context) == packet.band
+        assert band_of(run.median_context) == packet.band  # the run's band, shown beside it
         steps = list(packet.steps.all())
-        assert 1 <= len(steps) <= 3
-        assert len(steps) == min(3, run.call_count)
+        assert len(steps) >= 1
         assert len(packet.item_tokens) == packet.item_count
+        per_band = Counter(step.band for step in steps)
+        assert max(per_band.values()) <= 3
         for step in steps:
             call = Call.objects.get(agent=run.agent, session_index=step.call_index)
             assert run.first_call_index <= step.call_index <= run.last_call_index
             assert step.window_tokens == call.context_tokens
             assert step.had_through_item <= packet.item_count
+            low, high = ref_bounds(step.band)
+            assert low <= call.context_tokens < high
+            drawn[f"{run.task_type}|{step.band}"] += 1
+    assert dict(drawn) == {k: min(2, drawable[k]) for k in all_strata}
     assert audit.step_count == AuditStep.objects.filter(packet__audit=audit).count()
     assert AuditEvent.objects.filter(action="audit.create", object_id=str(audit.pk)).exists()
 
@@ -86,7 +93,7 @@ def test_unknown_stratum_and_empty_strata_are_refused(workspace, members, corpus
             workspace=workspace, actor=members["reviewer"], name="x",
             strata_sizes={"building|<50k": "two"},
         )  # fmt: skip
-    with pytest.raises(InputError, match="no runs in the chosen strata"):
+    with pytest.raises(InputError, match="no steps in the chosen strata"):
         services.audit_create(
             workspace=workspace, actor=members["reviewer"], name="x",
             strata_sizes={"pr_to_merge|≥600k": 3},

@@ -45,7 +45,7 @@ def seed(*, workspace, users, stdout) -> None:
             return
         audit = services.audit_create(
             workspace=workspace, actor=users["reviewer"], name=DEMO_NAME,
-            strata_sizes=dict.fromkeys(counts, 2), seed=2026, build_now=True,
+            strata_sizes=dict.fromkeys(counts, 6), seed=2026, build_now=True,
         )  # fmt: skip
     steps = AuditStep.objects.filter(packet__audit=audit).select_related("packet__audit")
     steps = list(steps.order_by("packet__position", "number")[:JUDGED_STEPS])

@@ -1,5 +1,5 @@
-"""Forms of the audit pages: the create form (strata sizes come from the strata table) and
-the judgment form of one step."""
+"""Forms of the audit pages: the strata filter, the create form (strata sizes come from the
+strata table) and the judgment form of one step."""
 
 from __future__ import annotations
 
@@ -11,12 +11,43 @@ from traces.audit.analysis.fractions import COUNTERFACTUALS
 SIZE_PREFIX = "size:"
 
 
+class StrataFilterForm(forms.Form):
+    """The filter of the strata table (a GET form). Forked starts are excluded by default: the
+    `filtered` marker tells an unticked box from a first visit."""
+
+    exclude_forks = forms.BooleanField(
+        required=False,
+        label="Exclude forked starts",
+        help_text="Leave out agents forked from a loaded parent (start kind fork): they start "
+        "with their parent's window rather than a conversation of their own.",
+    )
+    filtered = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    @classmethod
+    def from_query(cls, query) -> StrataFilterForm:
+        data = query if query.get("filtered") else {"filtered": "1", "exclude_forks": "on"}
+        form = cls(data)
+        form.is_valid()
+        return form
+
+    @property
+    def exclude(self) -> bool:
+        return bool(self.cleaned_data.get("exclude_forks"))
+
+
 class AuditCreateForm(forms.Form):
     name = forms.CharField(max_length=200)
     seed = forms.IntegerField(
         required=False, min_value=0, max_value=2**62,
         help_text="Leave empty for a random seed; it is stored, so the sample can be drawn again.",
     )  # fmt: skip
+
+    exclude_forks = forms.BooleanField(
+        required=False,
+        widget=forms.HiddenInput,
+        help_text="Set by the strata filter above the table, so that the sample is drawn from "
+        "the steps the table counts.",
+    )
 
     def __init__(self, *args, strata: dict, **kwargs):
         super().__init__(*args, **kwargs)
@@ -28,7 +59,7 @@ class AuditCreateForm(forms.Form):
         return cleaned
 
     def sizes(self) -> dict[str, int]:
-        """The sizes typed in the strata table ('size:<task>|<band>' fields); bad ones are
+        """The steps typed in the strata table ('size:<task>|<band>' fields); bad ones are
         form errors naming the stratum."""
         sizes, errors = {}, []
         for key, raw in self.data.items():

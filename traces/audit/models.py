@@ -25,14 +25,20 @@ class AuditStatus(models.TextChoices):
 
 
 class Audit(WorkspaceOwned):
-    """A stratified sample of steps to judge, with the sizes and seed that drew it."""
+    """A stratified sample of steps to judge, with the sizes, seed and filter that drew it."""
 
     name = models.CharField(max_length=200)
     strata_sizes = models.JSONField(
-        default=dict, help_text="Runs asked for per stratum: {'task_type|band': n}."
+        default=dict,
+        help_text="Steps asked for per stratum: {'task_type|band': n}; the band is that of "
+        "the step's own window.",
     )
     band_edges = models.JSONField(default=list, help_text="Token edges of the context bands.")
     seed = models.PositiveBigIntegerField(help_text="Random seed of the sample (reproducible).")
+    exclude_forks = models.BooleanField(
+        default=True,
+        help_text="Agents that started as forks of a loaded parent were left out of the sample.",
+    )
     status = models.CharField(
         max_length=12, choices=AuditStatus.choices, default=AuditStatus.BUILDING
     )

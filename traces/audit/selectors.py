@@ -34,24 +34,37 @@ def step_get(*, audit: Audit, pk) -> AuditStep:
     return step
 
 
-def strata_table(*, workspace: Workspace, edges=sampling.DEFAULT_BAND_EDGES) -> dict:
-    """Runs available per task type × band, for the create page and the API."""
-    counts = sampling.strata_counts(run_infos(workspace=workspace), edges)
+def strata_table(
+    *, workspace: Workspace, edges=sampling.DEFAULT_BAND_EDGES, exclude_forks: bool = True
+) -> dict:
+    """Steps available per task type × band of the step's own window, for the create page and
+    the API: `counts` the steps a stratum can give (at most three per run), `steps` all its
+    steps, `runs` the runs with a step in it."""
+    available = sampling.strata_availability(
+        run_infos(workspace=workspace, exclude_forks=exclude_forks), edges
+    )
+    counts = {key: a.drawable for key, a in available.items()}
     bands = sampling.band_labels(edges)
     tasks = [t for t in TaskType.values if any(counts.get(f"{t}|{b}") for b in bands)]
+
+    def cell(task: str, band: str) -> dict:
+        key = f"{task}|{band}"
+        found = available.get(key, sampling.StratumAvailability(0, 0, 0))
+        return {
+            "key": key, "band": band, "drawable": found.drawable, "steps": found.steps,
+            "runs": found.runs,
+        }  # fmt: skip
+
     return {
         "bands": bands,
         "task_types": tasks,
         "labels": dict(TaskType.choices),
         "counts": counts,
+        "steps": {key: a.steps for key, a in available.items()},
+        "runs": {key: a.runs for key, a in available.items()},
+        "exclude_forks": exclude_forks,
         "rows": [
-            {
-                "task_type": t,
-                "label": TaskType(t).label,
-                "cells": [
-                    {"key": f"{t}|{b}", "band": b, "runs": counts.get(f"{t}|{b}", 0)} for b in bands
-                ],
-            }
+            {"task_type": t, "label": TaskType(t).label, "cells": [cell(t, b) for b in bands]}
             for t in tasks
         ],
         "total": sum(counts.values()),

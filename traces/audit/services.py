@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import orjson
 import zstandard
 from django.db import transaction
@@ -27,7 +28,7 @@ from traces.audit.models import (
     Judgment,
 )
 from traces.ingest.writes import decompress_text
-from traces.models import AgentKind, Call, CallText, Compaction, Run, TaskType
+from traces.models import AgentKind, Call, CallText, Compaction, Run, StartKind, TaskType
 
 CREATE_ROLE = Role.REVIEWER
 JUDGE_ROLE = Role.EDITOR
@@ -44,20 +45,47 @@ def _require_role(workspace: Workspace, user, role: int, what: str) -> None:
         raise Forbidden(f"{what} needs the {Role(role).label} role in {workspace.slug}.")
 
 
-def run_infos(*, workspace: Workspace) -> list[sampling.RunInfo]:
-    """Every judgeable run of the workspace (not the compaction summariser's)."""
-    rows = (
-        Run.objects.filter(workspace=workspace)
-        .exclude(agent__kind=AgentKind.COMPACTION)
-        .values_list("id", "task_type", "median_context", "call_count")
+def run_infos(*, workspace: Workspace, exclude_forks: bool = True) -> list[sampling.RunInfo]:
+    """Every judgeable run of the workspace (not the compaction summariser's; with
+    `exclude_forks`, not an agent that started as a fork of a loaded parent, as the analytics
+    filter does), with the context tokens of its calls in session order, the order
+    `build_run_packet` reads them in, so that a step's position names the same call there."""
+    runs = Run.objects.filter(workspace=workspace).exclude(agent__kind=AgentKind.COMPACTION)
+    if exclude_forks:
+        runs = runs.exclude(agent__start_kind=StartKind.FORK)
+    rows = list(
+        runs.order_by().values_list(
+            "id", "task_type", "median_context", "agent_id", "first_call_index", "last_call_index"
+        )
     )
-    return [sampling.RunInfo(*row) for row in rows]
+    if not rows:
+        return []
+    agents = np.unique(np.fromiter((r[3] for r in rows), dtype=np.int64, count=len(rows)))
+    calls = np.array(
+        Call.objects.filter(workspace=workspace, agent_id__in=agents.tolist())
+        .order_by()
+        .values_list("agent_id", "session_index", "context_tokens"),
+        dtype=np.int64,
+    ).reshape(-1, 3)
+    # One sortable key per call: (agent, session index); a run is a slice of it.
+    keys = (calls[:, 0] << 32) | calls[:, 1]
+    order = np.argsort(keys, kind="stable")
+    keys, contexts = keys[order], calls[order, 2]
+    infos = []
+    for run_id, task_type, median, agent_id, first, last in rows:
+        low = np.searchsorted(keys, (agent_id << 32) | first, side="left")
+        high = np.searchsorted(keys, (agent_id << 32) | last, side="right")
+        infos.append(
+            sampling.RunInfo(run_id, task_type, median, tuple(contexts[low:high].tolist()))
+        )
+    return infos
 
 
 def clean_strata_sizes(sizes: Mapping, *, band_edges: Sequence[int]) -> dict[str, int]:
-    """Sizes keyed 'task_type|band' with whole numbers 0…MAX_PER_STRATUM; zeros dropped."""
+    """Steps per stratum keyed 'task_type|band', whole numbers 0…MAX_PER_STRATUM; zeros
+    dropped."""
     if not isinstance(sizes, Mapping):
-        raise InputError("strata_sizes: give an object of 'task_type|band': runs.")
+        raise InputError("strata_sizes: give an object of 'task_type|band': steps.")
     bands = set(sampling.band_labels(band_edges))
     clean, errors = {}, []
     for key, value in sizes.items():
@@ -69,9 +97,9 @@ def clean_strata_sizes(sizes: Mapping, *, band_edges: Sequence[int]) -> dict[str
             )
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            errors.append(f"'{key}': {value!r} is not a whole number of runs, 0 or more")
+            errors.append(f"'{key}': {value!r} is not a whole number of steps, 0 or more")
         elif value > MAX_PER_STRATUM:
-            errors.append(f"'{key}': at most {MAX_PER_STRATUM} runs per stratum")
+            errors.append(f"'{key}': at most {MAX_PER_STRATUM} steps per stratum")
         elif value:
             clean[str(key)] = value
     if errors:
@@ -79,7 +107,7 @@ def clean_strata_sizes(sizes: Mapping, *, band_edges: Sequence[int]) -> dict[str
             "strata_sizes: " + "; ".join(errors) + ".", payload={"field": "strata_sizes"}
         )
     if not clean:
-        raise InputError("strata_sizes: ask for at least one run in one stratum.")
+        raise InputError("strata_sizes: ask for at least one step in one stratum.")
     return clean
 
 
@@ -91,10 +119,12 @@ def audit_create(
     strata_sizes: Mapping,
     seed: int | None = None,
     band_edges: Sequence[int] | None = None,
+    exclude_forks: bool = True,
     build_now: bool = False,
 ) -> Audit:
-    """A new audit; a job samples its runs and builds their packets (`build_now`: built here,
-    without a job, as the demo does)."""
+    """A new audit; a job samples its steps and builds one packet per sampled run
+    (`build_now`: built here, without a job, as the demo does). `exclude_forks` (the default)
+    leaves out agents that started as forks of a loaded parent."""
     _require_role(workspace, actor, CREATE_ROLE, "Creating an audit")
     name = (name or "").strip()
     if not name:
@@ -103,18 +133,27 @@ def audit_create(
     if edges != sorted(set(edges)) or any(not isinstance(e, int) or e <= 0 for e in edges):
         raise InputError("band_edges: give increasing whole token counts above 0.")
     sizes = clean_strata_sizes(strata_sizes, band_edges=edges)
-    available = sampling.strata_counts(run_infos(workspace=workspace), edges)
-    total = sum(min(size, available.get(key, 0)) for key, size in sizes.items())
+    if not isinstance(exclude_forks, bool):
+        raise InputError("exclude_forks: true or false.")
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+    sample = sampling.sample_steps(
+        run_infos(workspace=workspace, exclude_forks=exclude_forks), sizes, seed=seed,
+        edges=edges,
+    )  # fmt: skip
+    total = len(sample)
+    steps = sum(len(s.step_positions) for s in sample)
     if total == 0:
         raise InputError(
-            "strata_sizes: no runs in the chosen strata. Choose strata that have runs "
+            "strata_sizes: no steps in the chosen strata. Choose strata that have steps "
             "(the create page lists them with their counts).",
             payload={"field": "strata_sizes"},
         )
     if total > MAX_PACKETS:
-        raise InputError(f"strata_sizes: at most {MAX_PACKETS:,} runs in one audit, not {total:,}.")
-    if seed is None:
-        seed = random.SystemRandom().randrange(2**31)
+        raise InputError(
+            f"strata_sizes: at most {MAX_PACKETS:,} runs (packets) in one audit; these sizes "
+            f"draw {total:,}."
+        )
     with transaction.atomic():
         audit = Audit.objects.create(
             workspace=workspace,
@@ -122,12 +161,14 @@ def audit_create(
             strata_sizes=sizes,
             band_edges=edges,
             seed=seed,
+            exclude_forks=exclude_forks,
             created_by=actor if getattr(actor, "pk", None) else None,
         )
         if build_now:
             audit_record(
                 workspace=workspace, actor=actor, action="audit.create", obj=audit,
-                data={"strata_sizes": sizes, "seed": seed, "runs": total},
+                data={"strata_sizes": sizes, "seed": seed, "runs": total, "steps": steps,
+                      "exclude_forks": exclude_forks},
             )  # fmt: skip
             return audit_build_packets(audit=audit)
         job = job_create(
@@ -146,7 +187,13 @@ def audit_create(
             actor=actor,
             action="audit.create",
             obj=audit,
-            data={"strata_sizes": sizes, "seed": seed, "runs": total},
+            data={
+                "strata_sizes": sizes,
+                "seed": seed,
+                "runs": total,
+                "steps": steps,
+                "exclude_forks": exclude_forks,
+            },
         )
         job_enqueue(job=job, task="audit.build_packets")
     return audit
@@ -229,7 +276,7 @@ def build_run_packet(
 
 
 def audit_build_run(job: Job, reporter: JobReporter) -> None:
-    """Job work: sample the audit's runs and build their packets (idempotent: starts over)."""
+    """Job work: sample the audit's steps and build their packets (idempotent: starts over)."""
     audit = Audit.objects.filter(pk=job.params["audit_id"], workspace=job.workspace).first()
     if audit is None:
         raise InputError("the audit was deleted before its packets were built")
@@ -244,9 +291,8 @@ def audit_build_run(job: Job, reporter: JobReporter) -> None:
 
 def audit_build_packets(*, audit: Audit, reporter: JobReporter | None = None) -> Audit:
     edges = audit.band_edges or list(sampling.DEFAULT_BAND_EDGES)
-    sample = sampling.sample_runs(
-        run_infos(workspace=audit.workspace), audit.strata_sizes, seed=audit.seed, edges=edges
-    )
+    infos = run_infos(workspace=audit.workspace, exclude_forks=audit.exclude_forks)
+    sample = sampling.sample_steps(infos, audit.strata_sizes, seed=audit.seed, edges=edges)
     runs = {
         row["id"]: row
         for row in Run.objects.filter(pk__in=[s.run_id for s in sample]).values(

@@ -11,7 +11,8 @@ from governance.errors import InputError
 from governance.views import WorkspaceTemplateView
 from traces.audit import charts, selectors, services
 from traces.audit.analysis.fractions import COUNTERFACTUAL_QUESTION
-from traces.audit.forms import SIZE_PREFIX, AuditCreateForm, JudgmentForm
+from traces.audit.analysis.sampling import STEPS_PER_RUN
+from traces.audit.forms import SIZE_PREFIX, AuditCreateForm, JudgmentForm, StrataFilterForm
 from traces.audit.models import AuditStatus, JudgeKind, Judgment
 from traces.audit.results import results_dict
 
@@ -36,7 +37,7 @@ class AuditCreateView(WorkspaceTemplateView):
     template_name = "audit/audit_create.html"
     write_role = services.CREATE_ROLE
 
-    def _page(self, request, form, status=200):
+    def _page(self, request, form, filter_form, status=200):
         strata = form.strata
         typed = {
             k[len(SIZE_PREFIX) :]: v
@@ -45,18 +46,27 @@ class AuditCreateView(WorkspaceTemplateView):
         }
         for row in strata["rows"]:
             for cell in row["cells"]:
-                default = min(2, cell["runs"])
+                default = min(2 * STEPS_PER_RUN, cell["drawable"])
                 cell["value"] = typed.get(cell["key"], default if form.data == {} else "")
-        context = self.get_context_data(form=form, strata=strata, size_prefix=SIZE_PREFIX)
+        context = self.get_context_data(
+            form=form, filter_form=filter_form, strata=strata, size_prefix=SIZE_PREFIX
+        )
         return render(request, self.template_name, context, status=status)
 
     def get(self, request, *args, **kwargs):
-        strata = selectors.strata_table(workspace=self.workspace)
-        return self._page(request, AuditCreateForm(strata=strata))
+        filter_form = StrataFilterForm.from_query(request.GET)
+        exclude = filter_form.exclude
+        strata = selectors.strata_table(workspace=self.workspace, exclude_forks=exclude)
+        form = AuditCreateForm(strata=strata, initial={"exclude_forks": exclude})
+        return self._page(request, form, filter_form)
 
     def post(self, request, *args, **kwargs):
-        strata = selectors.strata_table(workspace=self.workspace)
-        form = AuditCreateForm(request.POST, strata=strata)
+        form = AuditCreateForm(request.POST, strata={})
+        exclude = form.data.get("exclude_forks", "True").strip().lower() not in {"false", "0"}
+        filter_form = StrataFilterForm.from_query(
+            {"filtered": "1", **({"exclude_forks": "on"} if exclude else {})}
+        )
+        form.strata = selectors.strata_table(workspace=self.workspace, exclude_forks=exclude)
         if form.is_valid():
             try:
                 audit = services.audit_create(
@@ -65,6 +75,7 @@ class AuditCreateView(WorkspaceTemplateView):
                     name=form.cleaned_data["name"],
                     strata_sizes=form.cleaned_data["strata_sizes"],
                     seed=form.cleaned_data.get("seed"),
+                    exclude_forks=exclude,
                 )
             except InputError as exc:
                 form.add_error(None, exc.message)
@@ -73,7 +84,7 @@ class AuditCreateView(WorkspaceTemplateView):
                     request, f"Audit “{audit.name}” created: its packets are being built."
                 )
                 return HttpResponseRedirect(self.wreverse("audit:detail", audit.pk))
-        return self._page(request, form, status=400)
+        return self._page(request, form, filter_form, status=400)
 
 
 class AuditDetailView(WorkspaceTemplateView):

@@ -1,11 +1,22 @@
-"""Stratified, seeded sampling of runs and of the steps within them (seed 001 §6.1). Pure.
+"""Stratified, seeded sampling of steps, three to a run (seed 001 §6.1). Pure.
 
-A run's stratum is its task type × the context band of its median window (seed 001 §2.3
-bands runs by their median). Each stratum gives the number of runs asked for it (or all it
-has); each sampled run gives up to three steps, drawn from its calls. The same runs, sizes
-and seed always give the same sample: strata are visited in sorted order, runs in id order,
-each stratum draws from a generator seeded by (seed, CRC-32 of its key) and a run's steps
-from one seeded by (seed, run id), so adding runs to one stratum never changes another
+The sampled unit is a step (a call). A step's stratum is its run's task type × the context
+band of **its own** window (the call's context tokens): seed 001 §6.1 stratifies "by the
+context actually present at that step", so a run that climbs from 30k to 400k offers steps to
+four bands. A stratum's size counts steps. They are drawn in clusters of up to three from one
+run, because a judge packet presents one run with three sampled steps (§6.1):
+
+- the stratum's runs (those with at least one step in the band) are put in a seeded random
+  order, each run equally likely to come first;
+- each run in turn gives min(3, its steps in the band, steps still wanted) distinct steps, drawn
+  among its steps in the band, each equally likely;
+- so a stratum can give at most Σ min(3, a run's steps in the band) steps (`strata_counts`).
+
+A run drawn in several strata (it crosses bands) makes one packet holding each stratum's
+steps; each step keeps the band of its own window. The same runs, sizes and seed always give
+the same sample: strata are visited in sorted order, a stratum's runs are ordered by a
+generator seeded by (seed, CRC-32 of its key) and a run's steps in a band by one seeded by
+(seed, run id, CRC-32 of the band), so adding runs to one stratum never changes another
 stratum's sample.
 """
 
@@ -25,20 +36,35 @@ STEPS_PER_RUN = 3
 
 @dataclass(frozen=True)
 class RunInfo:
-    """What sampling needs of a run: its id, task type, median window and number of calls."""
+    """What sampling needs of a run: its id, task type, median window and the context tokens of
+    its calls in order (position i is the run's i-th call)."""
 
     run_id: int
     task_type: str
     median_context: int
-    call_count: int
+    contexts: tuple[int, ...]
+
+    @property
+    def call_count(self) -> int:
+        return len(self.contexts)
 
 
 @dataclass(frozen=True)
 class SampledRun:
+    """One packet's worth: a run and the positions of its sampled steps."""
+
     run_id: int
     task_type: str
-    band: str
+    band: str  # the band of the run's median window (shown beside the packet)
     step_positions: tuple[int, ...]  # 0-based positions among the run's calls, ascending
+    step_bands: tuple[str, ...]  # the stratum band of each position (its own window's band)
+
+
+@dataclass(frozen=True)
+class StratumAvailability:
+    steps: int  # steps in the band
+    drawable: int  # Σ min(3, a run's steps in the band): what the stratum can give
+    runs: int  # runs with at least one step in the band
 
 
 def band_label(low: int, high: int | None) -> str:
@@ -73,26 +99,77 @@ def stratum_key(task_type: str, band: str) -> str:
     return f"{task_type}|{band}"
 
 
-def strata_counts(
-    runs: Iterable[RunInfo], edges: Sequence[int] = DEFAULT_BAND_EDGES
-) -> dict[str, int]:
-    """Runs available in each stratum ('task_type|band')."""
-    counts: dict[str, int] = defaultdict(int)
+def positions_by_band(
+    run: RunInfo, edges: Sequence[int] = DEFAULT_BAND_EDGES
+) -> dict[str, list[int]]:
+    """The run's call positions grouped by the band of each call's own window."""
+    labels = band_labels(edges)
+    index = np.searchsorted(np.asarray(edges, dtype=np.int64), run.contexts, side="right")
+    grouped: dict[str, list[int]] = {}
+    for band_index in np.unique(index):
+        grouped[labels[int(band_index)]] = np.flatnonzero(index == band_index).tolist()
+    return grouped
+
+
+def _pools(
+    runs: Iterable[RunInfo], edges: Sequence[int]
+) -> dict[str, list[tuple[RunInfo, list[int]]]]:
+    pools: dict[str, list[tuple[RunInfo, list[int]]]] = defaultdict(list)
     for run in runs:
-        counts[stratum_key(run.task_type, band_of(run.median_context, edges))] += 1
-    return dict(counts)
+        for band, positions in positions_by_band(run, edges).items():
+            pools[stratum_key(run.task_type, band)].append((run, positions))
+    return pools
 
 
-def choose_steps(run: RunInfo, *, seed: int, k: int = STEPS_PER_RUN) -> tuple[int, ...]:
-    """Up to k distinct positions among the run's calls, ascending, from a generator seeded
-    by (seed, run id)."""
-    if run.call_count <= k:
-        return tuple(range(run.call_count))
-    rng = np.random.default_rng([seed, run.run_id])
-    return tuple(sorted(int(i) for i in rng.choice(run.call_count, size=k, replace=False)))
+def strata_availability(
+    runs: Iterable[RunInfo],
+    edges: Sequence[int] = DEFAULT_BAND_EDGES,
+    steps_per_run: int = STEPS_PER_RUN,
+) -> dict[str, StratumAvailability]:
+    """Per stratum ('task_type|band'): its steps, the steps it can give, and its runs."""
+    return {
+        key: StratumAvailability(
+            steps=sum(len(p) for _, p in pool),
+            drawable=sum(min(steps_per_run, len(p)) for _, p in pool),
+            runs=len(pool),
+        )
+        for key, pool in _pools(runs, edges).items()
+    }
 
 
-def sample_runs(
+def strata_counts(
+    runs: Iterable[RunInfo],
+    edges: Sequence[int] = DEFAULT_BAND_EDGES,
+    steps_per_run: int = STEPS_PER_RUN,
+) -> dict[str, int]:
+    """The steps each stratum can give (at most three from one run)."""
+    return {
+        key: available.drawable
+        for key, available in strata_availability(runs, edges, steps_per_run).items()
+    }
+
+
+def _draw_stratum(
+    key: str, pool: list[tuple[RunInfo, list[int]]], size: int, *, seed: int, per_run: int
+) -> list[tuple[RunInfo, list[int]]]:
+    """`size` steps (or all the stratum can give) as (run, positions) clusters."""
+    band = key.partition("|")[2]
+    pool = sorted(pool, key=lambda entry: entry[0].run_id)
+    order = np.random.default_rng([seed, zlib.crc32(key.encode())]).permutation(len(pool))
+    drawn, wanted = [], size
+    for i in order:
+        if wanted <= 0:
+            break
+        run, positions = pool[int(i)]
+        take = min(per_run, len(positions), wanted)
+        rng = np.random.default_rng([seed, run.run_id, zlib.crc32(band.encode())])
+        chosen = sorted(int(positions[j]) for j in rng.choice(len(positions), take, replace=False))
+        drawn.append((run, chosen))
+        wanted -= take
+    return drawn
+
+
+def sample_steps(
     runs: Iterable[RunInfo],
     sizes: Mapping[str, int],
     *,
@@ -100,27 +177,30 @@ def sample_runs(
     edges: Sequence[int] = DEFAULT_BAND_EDGES,
     steps_per_run: int = STEPS_PER_RUN,
 ) -> list[SampledRun]:
-    """For each stratum in `sizes`, min(size, available) runs drawn without replacement."""
-    by_stratum: dict[str, list[RunInfo]] = defaultdict(list)
-    for run in runs:
-        by_stratum[stratum_key(run.task_type, band_of(run.median_context, edges))].append(run)
-    sampled: list[SampledRun] = []
+    """For each stratum in `sizes`, min(size, what it can give) steps, three or fewer from a
+    run; one SampledRun per run drawn, in the order runs were first drawn."""
+    for key, size in sizes.items():
+        if int(size) < 0:
+            raise ValueError(f"stratum {key}: size must be 0 or more, not {size}")
+    pools = _pools(runs, edges)
+    by_run: dict[int, tuple[RunInfo, dict[int, str]]] = {}
     for key in sorted(sizes):
         size = int(sizes[key])
-        if size < 0:
-            raise ValueError(f"stratum {key}: size must be 0 or more, not {size}")
-        pool = sorted(by_stratum.get(key, []), key=lambda r: r.run_id)
-        if not pool or size == 0:
+        if size == 0 or key not in pools:
             continue
-        take = min(size, len(pool))
-        rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-        chosen = sorted(rng.choice(len(pool), size=take, replace=False))
-        for i in chosen:
-            run = pool[int(i)]
-            task_type, _, band = key.partition("|")
-            sampled.append(
-                SampledRun(
-                    run.run_id, task_type, band, choose_steps(run, seed=seed, k=steps_per_run)
-                )
+        band = key.partition("|")[2]
+        for run, chosen in _draw_stratum(key, pools[key], size, seed=seed, per_run=steps_per_run):
+            by_run.setdefault(run.run_id, (run, {}))[1].update(dict.fromkeys(chosen, band))
+    sampled = []
+    for run, bands in by_run.values():
+        positions = tuple(sorted(bands))
+        sampled.append(
+            SampledRun(
+                run.run_id,
+                run.task_type,
+                band_of(run.median_context, edges),
+                positions,
+                tuple(bands[p] for p in positions),
             )
+        )
     return sampled

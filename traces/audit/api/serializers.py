@@ -16,8 +16,8 @@ class AuditSerializer(serializers.ModelSerializer):
     class Meta:
         model = Audit
         fields = [
-            "id", "name", "status", "strata_sizes", "band_edges", "seed", "packet_count",
-            "step_count", "job", "created_by", "created_at",
+            "id", "name", "status", "strata_sizes", "band_edges", "seed", "exclude_forks",
+            "packet_count", "step_count", "job", "created_by", "created_at",
         ]  # fmt: skip
 
 
@@ -35,12 +35,18 @@ class AuditCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     strata_sizes = serializers.DictField(
         child=serializers.JSONField(),
-        help_text="Runs per stratum, keyed 'task_type|band', e.g. {\"building|150k–350k\": 10}.",
+        help_text="Steps per stratum, keyed 'task_type|band' (the band of the step's own "
+        'window), e.g. {"building|150k–350k": 30}.',
     )
     seed = serializers.IntegerField(required=False, min_value=0, max_value=2**62)
     band_edges = serializers.ListField(
         child=serializers.IntegerField(min_value=1), required=False,
         help_text="Token edges of the bands (default 50k, 150k, 350k, 600k).",
+    )  # fmt: skip
+    exclude_forks = serializers.BooleanField(
+        required=False, default=True,
+        help_text="Leave out agents that started as forks of a loaded parent (start_kind = "
+        "fork), as the analytics filter does. Default true.",
     )  # fmt: skip
 
 
@@ -130,5 +136,19 @@ class AuditResultsSerializer(serializers.Serializer):
 class AuditStrataSerializer(serializers.Serializer):
     bands = serializers.ListField(child=serializers.CharField())
     task_types = serializers.ListField(child=serializers.CharField())
-    counts = serializers.DictField(child=serializers.IntegerField())
-    total = serializers.IntegerField()
+    counts = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Per stratum 'task_type|band': the steps it can give (at most three from one "
+        "run). A step's band is that of its own window.",
+    )
+    steps = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Per stratum: all its steps."
+    )
+    runs = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Per stratum: the runs with at least one step in it.",
+    )
+    exclude_forks = serializers.BooleanField(
+        help_text="Whether agents that started as forks were left out of the counts."
+    )
+    total = serializers.IntegerField(help_text="The steps all strata can give.")

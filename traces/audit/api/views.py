@@ -26,6 +26,12 @@ MIN_CONFIDENCE = OpenApiParameter(
     description="low (default), medium or high: leave out less sure judgments.",
 )
 
+EXCLUDE_FORKS = OpenApiParameter(
+    "exclude_forks",
+    bool,
+    description="true (default): leave out agents that started as forks of a loaded parent.",
+)
+
 
 class PacketPagination(StandardPagination):
     """Packets carry their runs' whole conversation text: a few to a page."""
@@ -63,13 +69,14 @@ class AuditViewSet(WorkspaceViewSet):
         responses={201: serializers.AuditSerializer},
         summary="Create an audit (reviewer or admin)",
         description=(
-            "Samples runs stratified by task type × context band (the band of the run's median "
-            "window), `strata_sizes` runs per stratum (or all a stratum has), seeded by `seed` "
-            "(stored; random when absent). A job (`job`) then builds one judge packet per run "
-            "with up to three sampled steps; the audit's status is `building` until it is "
-            "`open`. 400 names the field: an unknown stratum, a size that is not a whole "
-            "number, or strata without runs. `GET /api/v1/audits/strata/` lists the strata "
-            "with their runs."
+            "Samples steps stratified by task type × context band (the band of the step's own "
+            "window, the call's context tokens), `strata_sizes` steps per stratum (or all a "
+            "stratum can give), up to three from one run, seeded by `seed` (stored; random "
+            "when absent). `exclude_forks` (default true) leaves out agents that started as "
+            "forks. A job (`job`) then builds one judge packet per sampled run holding its "
+            "sampled steps; the audit's status is `building` until it is `open`. 400 names the "
+            "field: an unknown stratum, a size that is not a whole number, or strata without "
+            "steps. `GET /api/v1/audits/strata/` lists the strata with their steps."
         ),
     )
     def create(self, request):
@@ -83,16 +90,23 @@ class AuditViewSet(WorkspaceViewSet):
             strata_sizes=data["strata_sizes"],
             seed=data.get("seed"),
             band_edges=data.get("band_edges"),
+            exclude_forks=data["exclude_forks"],
         )
         return Response(serializers.AuditSerializer(audit).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         responses=serializers.AuditStrataSerializer,
-        summary="Runs available per stratum (task type × context band)",
+        parameters=[EXCLUDE_FORKS],
+        summary="Steps available per stratum (task type × band of the step's window)",
     )
     @action(detail=False, methods=["get"], pagination_class=None)
     def strata(self, request):
-        table = selectors.strata_table(workspace=request.workspace)
+        raw = request.query_params.get("exclude_forks", "true").strip().lower()
+        if raw not in {"true", "false", "1", "0"}:
+            raise InputError("exclude_forks: true or false.")
+        table = selectors.strata_table(
+            workspace=request.workspace, exclude_forks=raw in {"true", "1"}
+        )
         return Response(serializers.AuditStrataSerializer(table).data)
 
     @extend_schema(
