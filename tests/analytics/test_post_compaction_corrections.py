@@ -10,13 +10,21 @@ import io
 import random
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from tests.analytics.planted_post_compaction import plant
 from tests.analytics.test_post_compaction import _codex_rollout
 from tests.analytics.test_post_compaction_fast_path import _ingest
-from traces.analysis.post_compaction import DEFAULT_PHRASES, MAX_STEP, PhraseMatcher
+from traces.analysis.post_compaction import (
+    DEFAULT_PHRASES,
+    MAX_STEP,
+    PhraseMatcher,
+    post_compaction,
+)
 from traces.analytics.post_compaction_corrections import CHUNK, corrections_for
+from traces.analytics.post_compaction_grouped import corpus_load_grouped
+from traces.analytics.post_compaction_rows import Rematched, corpus_load_rows
 from traces.analytics.post_compaction_selectors import MAX_MATCHES
 from traces.analytics.post_compaction_services import (
     correction_phrases_save,
@@ -294,3 +302,40 @@ def test_openapi_describes_the_list(client_for):
     row = schema["components"]["schemas"]["Correction"]["properties"]
     assert set(row) == {"session", "call_index", "call", "run", "step", "trigger", "task_type",
                         "phrase", "matched", "excerpt", "match"}  # fmt: skip
+
+
+def test_grouped_audit_rows_equal_the_row_by_row_ones_past_the_cap(workspace, big):
+    """The grouped statement returns one by one only the stale prompts and the first
+    MAX_MATCHES current corrections: with more corrections than that, and stale matches
+    spread over the runs, its section (audit rows included) is the row-by-row one."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the grouped statement is PostgreSQL's")
+    matcher = PhraseMatcher(DEFAULT_PHRASES)
+    operator = list(
+        Call.objects.filter(workspace=workspace, prompt_kind="operator")
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    rng = random.Random(7)
+    Call.objects.filter(pk__in=rng.sample(operator, 300)).update(correction_key=99)
+    Call.objects.filter(pk__in=rng.sample(operator, 200)).update(
+        correction_key=None, correction_phrase=None
+    )
+    sections = {}
+    for name, load in (("grouped", corpus_load_grouped), ("rows", corpus_load_rows)):
+        for mode in ("stale", "everything"):
+            rematched = Rematched(matcher.key) if mode == "stale" else None
+            corpus = load(workspace=workspace, filters=ALL, matcher=matcher, rematched=rematched)
+            sections[(name, mode)] = (
+                post_compaction(corpus, phrase_version=1, bootstrap=200),
+                sorted(zip(rematched.calls, rematched.phrases, strict=True)) if rematched else None,
+            )
+    reference = reference_rows(workspace, DEFAULT_PHRASES)
+    first, rematched_calls = sections[("grouped", "stale")]
+    assert first["matches_total"] == len(reference) > MAX_MATCHES
+    assert len(first["matches"]) == MAX_MATCHES
+    assert rematched_calls and len(rematched_calls) < 500  # only the observed stale ones
+    assert all(
+        section == sections[("grouped", "stale")] for section in (sections[("rows", "stale")],)
+    )
+    assert sections[("grouped", "everything")][0] == sections[("rows", "everything")][0] == first

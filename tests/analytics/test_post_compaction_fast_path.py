@@ -21,6 +21,7 @@ from traces.analysis.post_compaction import (
     PhraseMatcher,
     post_compaction,
 )
+from traces.analytics.post_compaction_rows import observed_calls
 from traces.analytics.post_compaction_selectors import (
     MAX_MATCHES,
     Rematched,
@@ -245,16 +246,15 @@ def test_fast_path_equals_the_straightforward_computation(workspace, generated, 
     # Stale matches: some made under another list, some never made (a database from
     # before they were stored), with prompts that now match otherwise (edited in place);
     # and a new session. Only the stale ones are matched again, then stored.
+    observed = observed_calls(workspace=workspace, filters=ALL)[1]["id"].tolist()
+    prompts = OperatorPrompt.objects.filter(call_id__in=observed).order_by("call_id")
     corrected = list(
-        OperatorPrompt.objects.filter(
-            call__workspace=workspace, text__startswith="No, that"
-        ).values_list("call_id", flat=True)[:5]
+        prompts.filter(text__startswith="No, that").values_list("call_id", flat=True)[:5]
     )
     plain = list(
-        OperatorPrompt.objects.filter(
-            call__workspace=workspace, text__startswith="Now update"
-        ).values_list("call_id", flat=True)[:5]
+        prompts.filter(text__startswith="Now update").values_list("call_id", flat=True)[:5]
     )
+    assert len(corrected) == len(plain) == 5
     OperatorPrompt.objects.filter(call_id__in=corrected).update(text="Carry on, thanks.")
     OperatorPrompt.objects.filter(call_id__in=plain).update(text="Please revert that.")
     Call.objects.filter(pk__in=corrected).update(correction_key=12345)

@@ -1,10 +1,12 @@
 """Observations after compaction grouped in PostgreSQL: one statement finds each observed
 call's step from the facts derivation stores (`Call.agent_index`, `Run.first_agent_index`:
-step = agent_index − first_agent_index + 1), reading the runs' calls index-only, and returns
-the tool results and errors per run and step class, and each operator message with its
-step and the correction match stored with it (`Call.correction_phrase`). Only prompts whose
-match is stale (another phrase list, or none made yet) are read and matched. The row-by-row
-path (`post_compaction_rows`) brought every observed call to Python.
+step = agent_index − first_agent_index + 1), reading the runs' calls index-only, and counts
+per run and step class the operator messages, the corrections whose stored match
+(`Call.correction_phrase`) is current, the stale matches, the tool results and errors. It
+returns one by one only the operator messages whose match is stale (another phrase list,
+or none made yet: read and matched here) and the current corrections of the runs holding
+the first MAX_MATCHES (the audit rows). The row-by-row path (`post_compaction_rows`)
+brought every observed call to Python.
 
 A step class is a range of steps in which every range the analysis asks about (the bins,
 steps 1–5, the baseline) either holds all steps or none. Observations are laid out from the
@@ -78,46 +80,62 @@ WITH runs AS MATERIALIZED (
     JOIN traces_agent a ON a.id = r.agent_id AND a.kind = 'main'
     JOIN traces_session s ON s.id = r.session_id
     WHERE r.workspace_id = %(workspace)s {run_filters}
-), observed AS MATERIALIZED (
-    SELECT runs.id AS run, runs.grp, runs.session_id AS session, c.id,
-           c.agent_index - runs.lo + 1 AS step, c.session_index, c.prompt_kind,
-           c.correction_phrase, c.correction_key,
-           CASE WHEN runs.flags THEN c.tool_results ELSE 0 END AS results,
-           CASE WHEN runs.flags THEN c.tool_errors ELSE 0 END AS errors
-    FROM runs CROSS JOIN LATERAL (  -- per run, its first calls: index-only
-        SELECT c.id, c.agent_index, c.session_index, c.prompt_kind, c.tool_results,
-               c.tool_errors, c.correction_phrase, c.correction_key
+), classes AS MATERIALIZED (  -- per run, its first calls (index-only) counted by class
+    SELECT runs.id AS run, x.*
+    FROM runs CROSS JOIN LATERAL (
+        SELECT width_bucket(c.agent_index - runs.lo + 1, %(starts)s::int[]) AS class,
+               count(*) FILTER (WHERE c.prompt_kind = 'operator') AS n,
+               count(*) FILTER (WHERE c.prompt_kind = 'operator' AND {current}
+                                AND c.correction_phrase >= 0) AS h,
+               count(*) FILTER (WHERE c.prompt_kind = 'operator' AND NOT {current}) AS stale,
+               CASE WHEN runs.flags THEN sum(c.tool_results) ELSE 0 END AS t,
+               CASE WHEN runs.flags THEN sum(c.tool_errors) ELSE 0 END AS e,
+               {kind_counts}
         FROM traces_call c
-        WHERE c.agent_id = runs.agent_id AND c.agent_index >= runs.lo AND c.agent_index < runs.lo + runs.n
+        WHERE c.agent_id = runs.agent_id AND c.agent_index >= runs.lo
+          AND c.agent_index < runs.lo + runs.n {selected}
+        GROUP BY 1
+    ) AS x
+), per_run AS (
+    SELECT run, sum(h) AS h, sum(stale) AS stale,
+           sum(sum(h)) OVER (ORDER BY run) - sum(h) AS hits_before
+    FROM classes GROUP BY run
+), marked AS (  -- operator messages one by one: the stale, and the runs' first current hits
+    SELECT runs.id AS run, runs.session_id AS session, c.id, c.agent_index - runs.lo + 1 AS step,
+           c.session_index, NOT {current} AS stale
+    FROM per_run JOIN runs ON runs.id = per_run.run CROSS JOIN LATERAL (
+        SELECT c.id, c.agent_index, c.session_index, c.correction_key FROM traces_call c
+        WHERE c.agent_id = runs.agent_id AND c.agent_index >= runs.lo
+          AND c.agent_index < runs.lo + runs.n {selected} AND c.prompt_kind = 'operator'
+          AND (NOT {current} OR c.correction_phrase >= 0)
     ) AS c
-    WHERE true {selected}  -- an agent's calls are its workspace's, as its runs are
-), operator AS MATERIALIZED (
-    SELECT run, session, id, step, session_index, COALESCE(correction_phrase, -1) AS phrase,
-           correction_key IS DISTINCT FROM %(key)s::int8 AS stale
-    FROM observed WHERE prompt_kind = 'operator'
-), call_classes AS (
-    SELECT run, width_bucket(step, %(starts)s::int[]) AS class, sum(results) AS t,
-           sum(errors) AS e,
-           {kind_counts}
-    FROM observed GROUP BY 1, 2
+    WHERE per_run.stale > 0 OR (per_run.h > 0 AND per_run.hits_before < %(max_matches)s)
 )
 SELECT
     (SELECT string_agg(int8send(id) || int4send(grp::int4), ''::bytea) FROM runs),
     (SELECT json_agg(json_build_array(grp, task_type, trigger))
      FROM (SELECT DISTINCT grp, task_type, trigger FROM runs) AS labels),
+    (SELECT string_agg(int8send(run) || int2send(class::int2) || int8send(n) || int8send(h)
+                       || int8send(t::int8) || int8send(e::int8), ''::bytea) FROM classes),
     (SELECT string_agg(int8send(id) || int8send(run) || int8send(session) || int4send(step::int4)
-                       || int4send(session_index::int4) || int2send(phrase::int2)
-                       || int2send(stale::int::int2), ''::bytea) FROM operator),
-    (SELECT string_agg(int8send(run) || int2send(class::int2) || int8send(t::int8)
-                       || int8send(e::int8), ''::bytea) FROM call_classes WHERE t > 0),
-    (SELECT json_build_object({kind_totals}) FROM call_classes)
+                       || int4send(session_index::int4) || int2send(stale::int::int2), ''::bytea)
+     FROM marked),
+    (SELECT json_build_object({kind_totals}) FROM classes)
 """
+# A call's stored match is current: made under the phrase list asked about (unless every
+# prompt is to be matched again).
+CURRENT = "(NOT %(everything)s AND c.correction_key IS NOT DISTINCT FROM %(key)s::int8)"
 _RUN = np.dtype([("id", ">i8"), ("grp", ">i4")])
 # Per run: operator messages and corrections in steps 1–5, in the baseline, in all; then
 # tool results and errors likewise.
 _PER_RUN_FIELDS = ("n1", "h1", "nb", "hb", "n", "h", "t1", "e1", "tb", "eb", "t", "e")
 # Per run and class (1-based): operator messages and corrections, or tool results and errors.
 _CLASS_COUNTS = np.dtype([("run", ">i8"), ("cls", ">i2"), ("n", ">i8"), ("h", ">i8")])
+# Per run and class as the statement counts them: operator messages, current corrections,
+# tool results and errors.
+_CLASSES = np.dtype(
+    [("run", ">i8"), ("cls", ">i2"), ("n", ">i8"), ("h", ">i8"), ("t", ">i8"), ("e", ">i8")]
+)
 # The prompt kinds counted (not operator messages), as a run's calls hold them.
 _EXCLUDED_KINDS = [kind for kind in PROMPT_KINDS if kind not in ("", "operator")] + ["unknown"]
 
@@ -133,11 +151,11 @@ def _kind_columns() -> tuple[str, str]:
     return ",\n           ".join(counts), ", ".join(totals)
 
 
-# An observed operator message: its call, run, session, step and session position, the
-# phrase its stored match found (−1: none) and whether that match is stale.
-_OPERATOR = np.dtype(
+# An operator message the statement returns one by one (a stale match, or one of the first
+# current corrections): its call, run, session, step, session position, and whether stale.
+_MARKED = np.dtype(
     [("id", ">i8"), ("run", ">i8"), ("session", ">i8"), ("step", ">i4"), ("index", ">i4"),
-     ("phrase", ">i2"), ("stale", ">i2")]
+     ("stale", ">i2")]
 )  # fmt: skip
 
 
@@ -149,7 +167,7 @@ def corpus_load_grouped(
     rematched: Rematched | None = None,
 ) -> Corpus:
     """`post_compaction_rows.corpus_load_rows`, grouped in PostgreSQL (see the module)."""
-    rows = _grouped_rows(workspace, filters, None if rematched is None else rematched.key)
+    rows = _grouped_rows(workspace, filters, rematched)
     runs = _records(rows[0], _RUN)
     if len(runs) == 0:
         return _empty_corpus()
@@ -158,13 +176,23 @@ def corpus_load_grouped(
     run_ids, run_grp = runs["id"].astype(np.int64), runs["grp"].astype(np.int64)
     per_run = np.zeros((len(runs), len(_PER_RUN_FIELDS)), np.int64)
     per_group = np.zeros((len(labels), len(CLASS_STARTS), 4), np.int64)
-    operator = _records(rows[2], _OPERATOR)
-    hit = _operator_hits(operator, matcher, rematched)
-    counts = np.zeros(len(operator), _CLASS_COUNTS)
-    counts["run"], counts["cls"] = operator["run"], _class_of(operator["step"]) + 1
-    counts["n"], counts["h"] = 1, hit
-    _count_classes(counts, run_ids, run_grp, per_run, per_group, 0)
-    _count_classes(_records(rows[3], _CLASS_COUNTS), run_ids, run_grp, per_run, per_group, 1)
+    classes = _records(rows[2], _CLASSES)
+    marked = _records(rows[3], _MARKED)
+    stale = marked[marked["stale"] > 0]
+    stale_hit = rematch(stale["id"].astype(np.int64), matcher, rematched) >= 0
+    operator = np.zeros(len(classes) + int(stale_hit.sum()), _CLASS_COUNTS)
+    operator[: len(classes)] = classes[["run", "cls", "n", "h"]]
+    extra = operator[len(classes) :]  # each stale prompt that matched: one more correction
+    extra["run"], extra["cls"], extra["h"] = (
+        stale["run"][stale_hit], _class_of(stale["step"][stale_hit]) + 1, 1
+    )
+    tools = np.zeros(len(classes), _CLASS_COUNTS)
+    tools["run"], tools["cls"], tools["n"], tools["h"] = (
+        classes["run"], classes["cls"], classes["t"], classes["e"]
+    )
+    _count_classes(operator, run_ids, run_grp, per_run, per_group, 0)
+    _count_classes(tools, run_ids, run_grp, per_run, per_group, 1)
+    hits = np.concatenate([marked[marked["stale"] == 0], stale[stale_hit]])
     corrections = _observations(run_ids, run_grp, per_run[:, 0:6], per_group[:, :, 0:2])
     tool_results = _observations(run_ids, run_grp, per_run[:, 6:12], per_group[:, :, 2:4])
     task_types = np.array([labels[g][0] for g in range(len(labels))], dtype=object)
@@ -175,13 +203,15 @@ def corpus_load_grouped(
         tool_results,
         dict(zip(ids, task_types[run_grp].tolist(), strict=True)),
         dict(zip(ids, triggers[run_grp].tolist(), strict=True)),
-        _audit_rows(operator[hit], matcher, labels, run_ids, run_grp),
+        _audit_rows(hits, matcher, labels, run_ids, run_grp),
         {kind: int(n) for kind, n in sorted((rows[4] or {}).items()) if n},
         int(corrections.hit.sum()),
     )
 
 
-def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, key: int | None) -> tuple:
+def _grouped_rows(
+    workspace: Workspace, filters: AnalyticsFilters, rematched: Rematched | None
+) -> tuple:
     """The statement's one row (see GROUPED_SQL's columns)."""
     run_filters = ""
     if filters.task_type:
@@ -201,7 +231,9 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, key: int | No
         "task_type": filters.task_type,
         "harness": filters.harness,
         "starts": CLASS_STARTS.tolist(),
-        "key": key,
+        "key": None if rematched is None else rematched.key,
+        "everything": rematched is None,  # no stored match is current: all matched again
+        "max_matches": MAX_MATCHES,
     }
     # The subquery's own %s placeholders, named so that they mix with the others.
     names = [f"selected_{k}" for k in range(len(selected_params))]
@@ -214,7 +246,7 @@ def _grouped_rows(workspace: Workspace, filters: AnalyticsFilters, key: int | No
         kind_counts, kind_totals = _kind_columns()
         sql = GROUPED_SQL.format(
             run_filters=run_filters, selected=selected_named, kind_counts=kind_counts,
-            kind_totals=kind_totals,
+            kind_totals=kind_totals, current=CURRENT,
         )  # fmt: skip
         cursor.execute(sql, params)
         return cursor.fetchone()
@@ -242,17 +274,6 @@ def _count_classes(counts, run_ids, run_grp, per_run, per_group, kind: int) -> N
         np.add.at(per_run[:, offset + column], row, values)
     np.add.at(per_group[:, :, 2 * kind], (run_grp[row], cls), n)
     np.add.at(per_group[:, :, 2 * kind + 1], (run_grp[row], cls), h)
-
-
-def _operator_hits(
-    operator: np.ndarray, matcher: PhraseMatcher, rematched: Rematched | None
-) -> np.ndarray:
-    """Whether each operator message is a correction: its stored match where current, else
-    matched now (and collected in `rematched`; without it, every prompt is matched now)."""
-    phrase = operator["phrase"].astype(np.int64)
-    stale = np.flatnonzero((operator["stale"] > 0) | (rematched is None))
-    phrase[stale] = rematch(operator["id"].astype(np.int64)[stale], matcher, rematched)
-    return phrase >= 0
 
 
 def _observations(run_ids, run_grp, per_run: np.ndarray, per_group: np.ndarray) -> Observations:
