@@ -184,11 +184,16 @@ def corpus_load_grouped(
     operator[: len(classes)] = classes[["run", "cls", "n", "h"]]
     extra = operator[len(classes) :]  # each stale prompt that matched: one more correction
     extra["run"], extra["cls"], extra["h"] = (
-        stale["run"][stale_hit], _class_of(stale["step"][stale_hit]) + 1, 1
+        stale["run"][stale_hit],
+        _class_of(stale["step"][stale_hit]) + 1,
+        1,
     )
     tools = np.zeros(len(classes), _CLASS_COUNTS)
     tools["run"], tools["cls"], tools["n"], tools["h"] = (
-        classes["run"], classes["cls"], classes["t"], classes["e"]
+        classes["run"],
+        classes["cls"],
+        classes["t"],
+        classes["e"],
     )
     _count_classes(operator, run_ids, run_grp, per_run, per_group, 0)
     _count_classes(tools, run_ids, run_grp, per_run, per_group, 1)
