@@ -156,5 +156,3 @@ def test_a_get_writes_no_extract_and_answers_the_reference_counts(
     assert response.status_code == 200, response.content
     assert _snapshot(workspace) == before  # not a row added, removed or changed
     _check(response.json(), reference(planned), workspace)
-
-

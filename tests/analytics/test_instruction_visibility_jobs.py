@@ -165,7 +165,9 @@ def test_too_many_calls_on_get_queues_nothing_and_post_starts_a_run(
 
     # The on-request limit, lowered to 3 calls (the default binds at definition).
     monkeypatch.setattr(
-        selectors.instruction_visibility_for, "__kwdefaults__", {"max_calls": 3, "store": False, "progress": None}
+        selectors.instruction_visibility_for,
+        "__kwdefaults__",
+        {"max_calls": 3, "store": False, "progress": None},
     )
     client = api_for("viewer")
     refused = client.get(URL, {"instruction": INSTRUCTION})

@@ -122,18 +122,21 @@ def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None =
     return written
 
 
+_STALE_IN_WORKSPACE = """
+SELECT ct.call_id FROM traces_calltext ct
+JOIN traces_call c ON c.id = ct.call_id
+LEFT JOIN analytics_calltextextract e ON e.call_id = ct.call_id
+WHERE c.workspace_id = %s AND (e.call_id IS NULL OR e.source_bytes <> {octets}(ct.data)
+  OR e.version <> %s)
+ORDER BY ct.call_id
+"""
+
+
 def stale_call_ids(workspace_id: int) -> list[int]:
     """The calls of this workspace with a stored text but no extract, or a stale one."""
     octets = "octet_length" if _on_postgres() else "length"
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT ct.call_id FROM traces_calltext ct "
-            "JOIN traces_call c ON c.id = ct.call_id "
-            "LEFT JOIN analytics_calltextextract e ON e.call_id = ct.call_id "
-            "WHERE c.workspace_id = %s AND (e.call_id IS NULL "
-            f"OR e.source_bytes <> {octets}(ct.data) OR e.version <> %s) ORDER BY ct.call_id",
-            [workspace_id, VERSION],
-        )
+        cursor.execute(_STALE_IN_WORKSPACE.format(octets=octets), [workspace_id, VERSION])
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -146,17 +149,16 @@ FACT_COLUMNS = (
 )  # fmt: skip
 _FACTS = """
 SELECT c.id, c.session_id, c.agent_id, c.agent_index, c.session_index,
-  CASE WHEN s.id IS NULL THEN 0 ELSE 1 END,
+  {is_selected},
   CASE WHEN ct.call_id IS NULL THEN 2
        WHEN e.call_id IS NULL OR e.version <> %s OR e.source_bytes <> {octets}(ct.data) THEN 1
        ELSE 0 END,
   coalesce(e.blocks, 0), coalesce(e.exact, 0), coalesce(e.normalised, 0),
   coalesce(e.by_prompt, 0), coalesce(e.by_results, 0)
 FROM traces_call c
-LEFT JOIN ({selected}) s ON s.id = c.id
-LEFT JOIN traces_calltext ct ON ct.call_id = c.id
+{selected_join}LEFT JOIN traces_calltext ct ON ct.call_id = c.id
 LEFT JOIN ({matches}) e ON e.call_id = c.id
-WHERE c.workspace_id = %s AND c.agent_id IN ({agents})
+WHERE c.workspace_id = %s {agents}
 """
 # The matches, computed as the extract is scanned (PostgreSQL: OFFSET 0 keeps the
 # subquery whole, so no wide text is carried into the joins, and the scan runs in
@@ -174,15 +176,16 @@ WHERE m.workspace_id = %s {offset}
 
 def call_facts(
     workspace_id: int,
-    selected: tuple[str, list],
-    agents: tuple[str, list],
+    selected: tuple[str, list] | None,
+    agents: tuple[str, list] | None,
     matcher: Matcher,
     *,
     deliveries: bool,
 ) -> np.ndarray:
     """FACT_COLUMNS (int64, one row a call) for the calls of the agents `agents` (SQL of
     agent ids, and its parameters) reaches, `selected` (SQL of call ids) marking those the
-    filters select. Without `deliveries`, the delivery columns are 0 (not searched)."""
+    filters select; None for either: every call of the workspace. Without `deliveries`,
+    the delivery columns are 0 (not searched)."""
     find = _strpos()
     text = matcher.normalised_text
     matches = _MATCHES.format(
@@ -196,15 +199,21 @@ def call_facts(
         offset="OFFSET 0" if _on_postgres() else "",
     )
     sql = _FACTS.format(
-        selected=selected[0],
-        agents=agents[0],
+        is_selected="1" if selected is None else "CASE WHEN s.id IS NULL THEN 0 ELSE 1 END",
+        selected_join="" if selected is None else f"LEFT JOIN ({selected[0]}) s ON s.id = c.id\n",
+        agents="" if agents is None else f"AND c.agent_id IN ({agents[0]})",
         octets="octet_length" if _on_postgres() else "length",
         matches=matches,
     )
-    params = [VERSION, *selected[1], matcher.exact_text, text]
+    params = [VERSION, *(selected[1] if selected else []), matcher.exact_text, text]
     params += [text, text] if deliveries else []
-    params += [workspace_id, workspace_id, *agents[1]]
-    with connection.cursor() as cursor:
+    params += [workspace_id, workspace_id, *(agents[1] if agents else [])]
+    with transaction.atomic(), connection.cursor() as cursor:
+        if _on_postgres():
+            # One large read: JIT compiling costs more than it saves, and the joins' hashes
+            # and sorts fit in memory instead of spilling to disk.
+            cursor.execute("SET LOCAL jit = off")
+            cursor.execute("SET LOCAL work_mem = '64MB'")
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     if not rows:
@@ -273,7 +282,10 @@ def _store(rows: list[tuple]) -> None:
 
 
 def delivered_orders(
-    agent: np.ndarray, order: np.ndarray, by_prompt: np.ndarray, by_results: np.ndarray,
+    agent: np.ndarray,
+    order: np.ndarray,
+    by_prompt: np.ndarray,
+    by_results: np.ndarray,
     from_start: np.ndarray,
 ) -> np.ndarray:
     """Per call (rows sorted by agent, then order), the order at which the instruction

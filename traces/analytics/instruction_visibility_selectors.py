@@ -36,6 +36,9 @@ from traces.models import Call, Run, Session
 # (`instruction_visibility_services.instruction_visibility_start`).
 MAX_CALLS = 100_000
 _COLUMN = {name: k for k, name in enumerate(FACT_COLUMNS)}
+# The filters `selected_calls` applies (the task type is applied here, after it): with none
+# set, every call of the workspace is selected.
+_SELECTING = ("exclude_forks", "started_after", "started_before", "model", "harness", "project")
 
 
 class Delivery:
@@ -183,10 +186,11 @@ def _calls(
         ).count()
         if reached > max_calls:
             raise TooManyCalls(reached, max_calls)
+    every = not any(getattr(filters, name) for name in _SELECTING)
     facts = call_facts(
         workspace.pk,
-        _subquery(chosen.values("id")),
-        _subquery(chosen.values("agent_id")),
+        None if every else _subquery(chosen.values("id")),
+        None if every else _subquery(chosen.values("agent_id")),
         matcher,
         deliveries=deliveries,
     )
@@ -235,12 +239,18 @@ def instruction_visibility_for(
     stored extract at once, the others as their texts are extracted."""
     matcher = Matcher(subject.text)
     facts = _calls(
-        workspace, filters, matcher, max_calls, deliveries=subject.delivery != Delivery.SESSION_START
+        workspace,
+        filters,
+        matcher,
+        max_calls,
+        deliveries=subject.delivery != Delivery.SESSION_START,
     )
     column = {name: facts[:, k] for k, name in enumerate(FACT_COLUMNS)}
     _match_stale(facts, matcher, store=store, progress=progress)
     loaded = (
-        _repository_sessions(workspace, np.unique(column["session"]).tolist(), subject.repository_name)
+        _repository_sessions(
+            workspace, np.unique(column["session"]).tolist(), subject.repository_name
+        )
         if subject.delivery == Delivery.REPOSITORY
         else set()
     )
