@@ -235,6 +235,33 @@ def _row_matches(row: tuple, matcher: Matcher) -> tuple[int, int, int, int, int]
     )
 
 
+def _plain(matcher: Matcher) -> bool:
+    """Whether the instruction holds neither NUL nor its stand-in: then matching a text
+    and matching its stored form (NUL replaced) agree."""
+    texts = (matcher.exact_text, matcher.normalised_text)
+    return not any(c in t for c in ("\x00", NUL_STAND_IN) for t in texts)
+
+
+def _text_matches(data: bytes, decompressor, matcher: Matcher) -> tuple[int, int, int, int, int]:
+    """`_row_matches` of this stored text's extract, found with the matcher's own tests
+    (its word prefilter skips normalising most texts); the same values for a `_plain`
+    instruction."""
+    text = orjson.loads(decompressor.decompress(data))
+    visible = _visible(text.get("blocks"))
+    thinking = "\n".join(visible)
+    results = (text.get("results") or {}).values()
+    delivering = (
+        [text.get("prompt"), text.get("summary")],
+        [r.get("content") for r in results if isinstance(r, dict)],
+    )
+    return (
+        len(visible),
+        int(bool(visible) and matcher.exact(thinking)),
+        int(bool(visible) and matcher.normalised(thinking)),
+        *(int(matcher.in_window([str(t) for t in texts if t])) for texts in delivering),
+    )
+
+
 def match_stale(
     call_ids: list[int],
     matcher: Matcher,
@@ -252,11 +279,18 @@ def match_stale(
             chunk = call_ids[start : start + EXTRACT_CHUNK]
             ids, params = _ids_clause(chunk)
             cursor.execute(f"SELECT call_id, data FROM traces_calltext WHERE call_id {ids}", params)  # noqa: S608
-            rows = [extract_row(pk, bytes(data), decompressor) for pk, data in cursor.fetchall()]
-            if store:
-                _store(rows)
-            for row in rows:
-                out[row[0]] = _row_matches(row, matcher)
+            if store or not _plain(matcher):
+                rows = [
+                    extract_row(pk, bytes(data), decompressor) for pk, data in cursor.fetchall()
+                ]
+                if store:
+                    _store(rows)
+                out.update((row[0], _row_matches(row, matcher)) for row in rows)
+            else:  # matched on the text itself, without building the stored forms
+                out.update(
+                    (pk, _text_matches(bytes(data), decompressor, matcher))
+                    for pk, data in cursor.fetchall()
+                )
             if advance:
                 advance(len(chunk))
     return out
