@@ -6,20 +6,68 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import orjson
 import pandas as pd
 import zstandard
 
+from governance.models import Workspace
 from traces.analysis.instruction_visibility import CallThinking, Matcher, instruction_visibility
 from traces.analytics.instruction_visibility_selectors import (
     Delivery,
     Subject,
-    _calls,
+    TooManyCalls,
     _repository_sessions,
 )
-from traces.models import CallText
+from traces.analytics.selectors import AnalyticsFilters, _runs_for_calls, selected_calls
+from traces.models import Call, CallText, Run
 
 TEXT_CHUNK = 1000
+
+
+# The calls as main read them before the job (feba188).
+def _calls(workspace: Workspace, filters: AnalyticsFilters, max_calls: int | None) -> pd.DataFrame:
+    """Every call of the agents the filters reach, in (session, agent, order), with
+    `selected` marking the calls the filters select (the rest only carry delivery)."""
+    columns = ["id", "session", "agent", "order", "session_index"]
+    chosen = pd.DataFrame(
+        list(
+            selected_calls(workspace, filters).values_list(
+                "id", "session_id", "agent_id", "agent_index", "session_index"
+            )
+        ),
+        columns=columns,
+    )
+    if filters.task_type and len(chosen):
+        runs = pd.DataFrame(
+            list(
+                Run.objects.filter(
+                    workspace=workspace, agent_id__in=chosen["agent"].unique().tolist()
+                ).values_list("id", "agent_id", "first_call_index", "last_call_index", "task_type")
+            ),
+            columns=["id", "agent", "first", "last", "task_type"],
+        )
+        _, task_types = _runs_for_calls(
+            chosen["agent"].to_numpy(np.int64), chosen["session_index"].to_numpy(np.int64), runs
+        )
+        chosen = chosen[task_types == filters.task_type]
+    agents = chosen["agent"].unique().tolist()
+    every = pd.DataFrame(
+        [
+            row
+            for start in range(0, len(agents), 5000)
+            for row in Call.objects.filter(
+                workspace=workspace, agent_id__in=agents[start : start + 5000]
+            )
+            .order_by()
+            .values_list("id", "session_id", "agent_id", "agent_index", "session_index")
+        ],
+        columns=columns,
+    )
+    if max_calls is not None and len(every) > max_calls:
+        raise TooManyCalls(len(every), max_calls)
+    every["selected"] = every["id"].isin(chosen["id"])
+    return every.sort_values(["session", "agent", "order"], kind="stable")
 
 
 def _thinking(blocks) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ import orjson
 from django.db import connection, transaction
 
 from traces.analysis.segments import CallRow, CompactionRow, derive_session
+from traces.analytics.instruction_visibility_extracts import extracts_after_derive
 from traces.models import Agent, AgentKind, Call, Compaction, FileTouch, Run, Session
 
 # {sessions} is "= %s" (one session) or "= ANY(%s)" (a list, PostgreSQL).
@@ -296,6 +297,7 @@ def _derive(
         for a in derived.agents
     )  # fmt: skip
     writes.sessions.append(_session_totals(session, rows, compaction_rows, agent_rows))
+    extracts_after_derive(workspace_id=session.workspace_id)  # text extracts: a job on commit
 
 
 def _derive_calls(rows: list[tuple], compaction_rows: list[tuple], agent_rows: list[tuple]):

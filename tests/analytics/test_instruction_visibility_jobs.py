@@ -79,12 +79,19 @@ def test_counts_match_the_reference_counter(workspace, seed):
     calls = sum(len(c) for agents in planned.values() for c in agents.values())
     assert Call.objects.filter(workspace=workspace).count() == calls
     subject = subject_for(workspace=workspace, instruction=INSTRUCTION)
+    # On request, with nothing extracted: every text extracted in memory, none stored.
     result = instruction_visibility_for(
         workspace=workspace, filters=AnalyticsFilters(), subject=subject
     )
     _check(result, expected, workspace)
-    # Again, with every text already extracted: the same counts.
+    assert not CallTextExtract.objects.filter(call__workspace=workspace).exists()
+    # As the job counts: the extracts it makes are stored.
+    stored = instruction_visibility_for(
+        workspace=workspace, filters=AnalyticsFilters(), subject=subject, store=True
+    )
+    _check(stored, expected, workspace)
     assert CallTextExtract.objects.filter(call__workspace=workspace).count() == calls
+    # Again, with every text already extracted: the same counts, matched in the database.
     again = instruction_visibility_for(
         workspace=workspace, filters=AnalyticsFilters(), subject=subject
     )
@@ -158,7 +165,9 @@ def test_too_many_calls_on_get_queues_nothing_and_post_starts_a_run(
 
     # The on-request limit, lowered to 3 calls (the default binds at definition).
     monkeypatch.setattr(
-        selectors.instruction_visibility_for, "__kwdefaults__", {"max_calls": 3, "progress": None}
+        selectors.instruction_visibility_for,
+        "__kwdefaults__",
+        {"max_calls": 3, "store": False, "progress": None},
     )
     client = api_for("viewer")
     refused = client.get(URL, {"instruction": INSTRUCTION})

@@ -74,7 +74,9 @@ def test_page_shows_progress_then_the_counts(page, login, members, workspace, mo
     from traces.analytics import instruction_visibility_selectors as selectors
 
     monkeypatch.setattr(
-        selectors.instruction_visibility_for, "__kwdefaults__", {"max_calls": 10, "progress": None}
+        selectors.instruction_visibility_for,
+        "__kwdefaults__",
+        {"max_calls": 10, "store": False, "progress": None},
     )
     login("viewer-a")
     page.goto(f"{page.base_url}/w/{workspace.slug}/analytics/instruction-visibility/")

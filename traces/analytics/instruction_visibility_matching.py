@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import unicodedata
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from itertools import chain
 
 import numpy as np
 import orjson
-import pandas as pd
 import zstandard
 from django.db import connection, transaction
 
@@ -24,8 +24,6 @@ from traces.analysis.instruction_visibility import (
     visible_thinking,
 )
 
-CHUNK = 20_000  # call ids per query (PostgreSQL: one array parameter)
-SQLITE_CHUNK = 900  # SQLite binds each id as its own parameter
 EXTRACT_CHUNK = 2_000  # texts decompressed and written per transaction
 # What the stored normalised texts depend on: this revision of the extract, and the Unicode
 # tables that `normalise` reads; another value makes every extract stale.
@@ -118,120 +116,237 @@ def extract_missing(call_ids: list[int], advance: Callable[[int], None] | None =
             octets = "octet_length" if _on_postgres() else "length"
             cursor.execute(_STALE.format(ids=ids, octets=octets), [*params, VERSION])
             rows = [extract_row(pk, bytes(data), decompressor) for pk, data in cursor.fetchall()]
-            if rows and not _on_postgres():
-                cursor.executemany(_SQLITE_UPSERT + _ON_CONFLICT, rows)
-            elif rows:
-                cursor.execute(
-                    "CREATE TEMP TABLE IF NOT EXISTS iv_extract_load "
-                    "(LIKE analytics_calltextextract) ON COMMIT DELETE ROWS"
-                )
-                cursor.execute("DELETE FROM iv_extract_load")  # inside an outer transaction
-                with cursor.copy(f"COPY iv_extract_load ({COLUMNS}) FROM STDIN") as copy:
-                    for row in rows:
-                        copy.write_row(row)
-                cursor.execute(_UPSERT + _ON_CONFLICT)
-                written += len(rows)
+            _store(rows)
+            written += len(rows)
         if advance:
             advance(len(chunk))
     return written
 
 
-def _chunks(ids: list[int]) -> Iterator[list[int]]:
-    size = CHUNK if _on_postgres() else SQLITE_CHUNK
-    for start in range(0, len(ids), size):
-        yield ids[start : start + size]
+_STALE_IN_WORKSPACE = """
+SELECT ct.call_id FROM traces_calltext ct
+JOIN traces_call c ON c.id = ct.call_id
+LEFT JOIN analytics_calltextextract e ON e.call_id = ct.call_id
+WHERE c.workspace_id = %s AND (e.call_id IS NULL OR e.source_bytes <> {octets}(ct.data)
+  OR e.version <> %s)
+ORDER BY ct.call_id
+"""
 
 
-def window_matches(call_ids: list[int], matcher: Matcher) -> Iterator[tuple[int, str]]:
-    """(call id, 'prompt' or 'results') for the calls whose prompt or summary, else whose
-    tool results, hold the instruction (normalised match)."""
-    find, text = _strpos(), matcher.normalised_text
+def stale_call_ids(workspace_id: int) -> list[int]:
+    """The calls of this workspace with a stored text but no extract, or a stale one."""
+    octets = "octet_length" if _on_postgres() else "length"
     with connection.cursor() as cursor:
-        for chunk in _chunks(call_ids):
-            ids, params = _ids_clause(chunk)
-            cursor.execute(
-                f"SELECT e.call_id, {find}(e.prompt_normalised, %s) > 0 "  # noqa: S608
-                f"FROM analytics_calltextextract e WHERE e.call_id {ids} "
-                f"AND ({find}(e.prompt_normalised, %s) > 0 OR {find}(e.result_normalised, %s) > 0)",
-                [text, *params, text, text],
-            )
-            for call_id, by_prompt in cursor.fetchall():
-                yield call_id, "prompt" if by_prompt else "results"
+        cursor.execute(_STALE_IN_WORKSPACE.format(octets=octets), [workspace_id, VERSION])
+        return [row[0] for row in cursor.fetchall()]
 
 
-def delivered_at(calls: pd.DataFrame, matcher: Matcher, *, from_start: set) -> dict:
-    """Each agent's order at which the instruction entered its window: its first call for
-    the agents in `from_start`; else its first call whose prompt or summary holds it, or
-    the call after one whose tool results hold it, whichever comes first."""
-    first = calls.groupby("agent", sort=False)["order"].min()
-    delivered = {agent: int(first[agent]) for agent in from_start if agent in first.index}
-    rest = calls[~calls["agent"].isin(delivered)]
-    if not len(rest):
-        return delivered
-    where = {
-        pk: (agent, order)
-        for pk, agent, order in zip(
-            rest["id"].tolist(), rest["agent"].tolist(), rest["order"].tolist(), strict=True
-        )
-    }
-    orders = {
-        agent: np.sort(group.to_numpy(np.int64))
-        for agent, group in rest.groupby("agent", sort=False)["order"]
-    }
-    for call_id, source in window_matches(list(where), matcher):
-        agent, order = where[call_id]
-        if source == "results":
-            later = orders[agent]
-            position = int(np.searchsorted(later, order, side="right"))
-            if position == len(later):
-                continue
-            order = int(later[position])
-        if order < delivered.get(agent, order + 1):
-            delivered[agent] = order
-    return delivered
+# One row per call of the agents the filters reach: its place, whether the filters select
+# it, whether its extract is missing or stale (1) or it has no stored text (2), and its
+# matches on the stored extract (each `strpos` > 0: 1, else 0; a missing extract gives 0).
+FACT_COLUMNS = (
+    "id", "session", "agent", "order", "session_index", "selected", "state",
+    "blocks", "exact", "normalised", "by_prompt", "by_results",
+)  # fmt: skip
+_FACTS = """
+SELECT c.id, c.session_id, c.agent_id, c.agent_index, c.session_index,
+  {is_selected},
+  CASE WHEN ct.call_id IS NULL THEN 2
+       WHEN e.call_id IS NULL OR e.version <> %s OR e.source_bytes <> {octets}(ct.data) THEN 1
+       ELSE 0 END,
+  coalesce(e.blocks, 0), coalesce(e.exact, 0), coalesce(e.normalised, 0),
+  coalesce(e.by_prompt, 0), coalesce(e.by_results, 0)
+FROM traces_call c
+{selected_join}LEFT JOIN traces_calltext ct ON ct.call_id = c.id
+LEFT JOIN ({matches}) e ON e.call_id = c.id
+WHERE c.workspace_id = %s {agents}
+"""
+# The matches, computed as the extract is scanned (PostgreSQL: OFFSET 0 keeps the
+# subquery whole, so no wide text is carried into the joins, and the scan runs in
+# parallel workers).
+_MATCHES = """
+SELECT e.call_id, e.version, e.source_bytes, e.thinking_blocks AS blocks,
+  CASE WHEN e.thinking_blocks > 0 AND {find}(e.thinking, %s) > 0 THEN 1 ELSE 0 END AS exact,
+  CASE WHEN e.thinking_blocks > 0 AND {find}(e.thinking_normalised, %s) > 0 THEN 1 ELSE 0 END
+    AS normalised,
+  {by_prompt} AS by_prompt, {by_results} AS by_results
+FROM analytics_calltextextract e JOIN traces_call m ON m.id = e.call_id
+WHERE m.workspace_id = %s {offset}
+"""
 
 
-def thinking_matches(call_ids: list[int], matcher: Matcher) -> dict[int, tuple[int, bool, bool]]:
-    """Call id → (visible thinking blocks, exact match, normalised match), for the calls
-    with visible thinking, both matched by `strpos` on the extract."""
+_READ_SETTINGS = (
+    "SET LOCAL jit = off",
+    "SET LOCAL work_mem = '64MB'",
+    "SET LOCAL parallel_setup_cost = 0",
+    "SET LOCAL parallel_tuple_cost = 0.0001",
+)
+
+
+def call_facts(
+    workspace_id: int,
+    selected: tuple[str, list] | None,
+    agents: tuple[str, list] | None,
+    matcher: Matcher,
+    *,
+    deliveries: bool,
+) -> np.ndarray:
+    """FACT_COLUMNS (int64, one row a call) for the calls of the agents `agents` (SQL of
+    agent ids, and its parameters) reaches, `selected` (SQL of call ids) marking those the
+    filters select; None for either: every call of the workspace. Without `deliveries`,
+    the delivery columns are 0 (not searched)."""
     find = _strpos()
+    text = matcher.normalised_text
+    matches = _MATCHES.format(
+        find=find,
+        by_prompt=f"CASE WHEN {find}(e.prompt_normalised, %s) > 0 THEN 1 ELSE 0 END"
+        if deliveries
+        else "0",
+        by_results=f"CASE WHEN {find}(e.result_normalised, %s) > 0 THEN 1 ELSE 0 END"
+        if deliveries
+        else "0",
+        offset="OFFSET 0" if _on_postgres() else "",
+    )
+    sql = _FACTS.format(
+        is_selected="1" if selected is None else "CASE WHEN s.id IS NULL THEN 0 ELSE 1 END",
+        selected_join="" if selected is None else f"LEFT JOIN ({selected[0]}) s ON s.id = c.id\n",
+        agents="" if agents is None else f"AND c.agent_id IN ({agents[0]})",
+        octets="octet_length" if _on_postgres() else "length",
+        matches=matches,
+    )
+    params = [VERSION, *(selected[1] if selected else []), matcher.exact_text, text]
+    params += [text, text] if deliveries else []
+    params += [workspace_id, workspace_id, *(agents[1] if agents else [])]
+    with transaction.atomic(), connection.cursor() as cursor:
+        if _on_postgres():
+            # One large read: JIT compiling costs more than it saves, the joins' hashes fit
+            # in memory instead of spilling to disk, and the extract's scan (the matching)
+            # runs in parallel workers, whose rows are narrow.
+            for setting in _READ_SETTINGS:
+                cursor.execute(setting)
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    flat = np.fromiter(chain.from_iterable(rows), np.int64, len(rows) * len(FACT_COLUMNS))
+    return flat.reshape(len(rows), len(FACT_COLUMNS))
+
+
+def _row_matches(row: tuple, matcher: Matcher) -> tuple[int, int, int, int, int]:
+    """(blocks, exact, normalised, by prompt, by results) of one extract row, matched as
+    `strpos` matches the stored row."""
+    _, _, _, thinking, thinking_normalised, blocks, prompt, results = row
+    text = matcher.normalised_text
+    return (
+        blocks,
+        int(blocks > 0 and matcher.exact_text in thinking),
+        int(blocks > 0 and text in thinking_normalised),
+        int(text in prompt),
+        int(text in results),
+    )
+
+
+def _plain(matcher: Matcher) -> bool:
+    """Whether the instruction holds neither NUL nor its stand-in: then matching a text
+    and matching its stored form (NUL replaced) agree."""
+    texts = (matcher.exact_text, matcher.normalised_text)
+    return not any(c in t for c in ("\x00", NUL_STAND_IN) for t in texts)
+
+
+def _text_matches(data: bytes, decompressor, matcher: Matcher) -> tuple[int, int, int, int, int]:
+    """`_row_matches` of this stored text's extract, found with the matcher's own tests
+    (its word prefilter skips normalising most texts); the same values for a `_plain`
+    instruction."""
+    text = orjson.loads(decompressor.decompress(data))
+    visible = _visible(text.get("blocks"))
+    thinking = "\n".join(visible)
+    results = (text.get("results") or {}).values()
+    delivering = (
+        [text.get("prompt"), text.get("summary")],
+        [r.get("content") for r in results if isinstance(r, dict)],
+    )
+    return (
+        len(visible),
+        int(bool(visible) and matcher.exact(thinking)),
+        int(bool(visible) and matcher.normalised(thinking)),
+        *(int(matcher.in_window([str(t) for t in texts if t])) for texts in delivering),
+    )
+
+
+def match_stale(
+    call_ids: list[int],
+    matcher: Matcher,
+    *,
+    store: bool,
+    advance: Callable[[int], None] | None = None,
+) -> dict[int, tuple[int, int, int, int, int]]:
+    """Call id → (blocks, exact, normalised, by prompt, by results) for these calls, from
+    their stored texts extracted now. With `store` the extracts are written (a job);
+    without, nothing is (a request: reads only)."""
+    decompressor = zstandard.ZstdDecompressor()
     out = {}
     with connection.cursor() as cursor:
-        for chunk in _chunks(call_ids):
+        for start in range(0, len(call_ids), EXTRACT_CHUNK):
+            chunk = call_ids[start : start + EXTRACT_CHUNK]
             ids, params = _ids_clause(chunk)
-            cursor.execute(
-                f"SELECT e.call_id, e.thinking_blocks, {find}(e.thinking, %s) > 0, "  # noqa: S608
-                f"{find}(e.thinking_normalised, %s) > 0 FROM analytics_calltextextract e "
-                f"WHERE e.call_id {ids} AND e.thinking_blocks > 0",
-                [matcher.exact_text, matcher.normalised_text, *params],
-            )
-            for call_id, blocks, exact, normalised in cursor.fetchall():
-                out[call_id] = (blocks, exact, normalised)
+            cursor.execute(f"SELECT call_id, data FROM traces_calltext WHERE call_id {ids}", params)  # noqa: S608
+            if store or not _plain(matcher):
+                rows = [
+                    extract_row(pk, bytes(data), decompressor) for pk, data in cursor.fetchall()
+                ]
+                if store:
+                    _store(rows)
+                out.update((row[0], _row_matches(row, matcher)) for row in rows)
+            else:  # matched on the text itself, without building the stored forms
+                out.update(
+                    (pk, _text_matches(bytes(data), decompressor, matcher))
+                    for pk, data in cursor.fetchall()
+                )
+            if advance:
+                advance(len(chunk))
     return out
 
 
-def call_columns(calls: pd.DataFrame, delivered: dict, matcher: Matcher) -> dict:
-    """The selected calls as the columns `visibility_from_arrays` counts: those in the
-    window matched in the database."""
-    selected = calls[calls["selected"]]
-    first = selected["agent"].map(delivered).to_numpy(np.float64)
-    order = selected["order"].to_numpy(np.float64)
-    inside = ~np.isnan(first) & (order >= np.nan_to_num(first, nan=np.inf))
-    ids = selected["id"].to_numpy(np.int64)
-    matched = thinking_matches(ids[inside].tolist(), matcher)
-    blocks = np.zeros(len(ids), np.int64)
-    exact = np.zeros(len(ids), bool)
-    normalised = np.zeros(len(ids), bool)
-    if matched:
-        at = pd.Index(ids).get_indexer(list(matched))
-        values = np.array(list(matched.values()), dtype=np.int64)
-        blocks[at], exact[at], normalised[at] = values[:, 0], values[:, 1] > 0, values[:, 2] > 0
-    return {
-        "session": selected["session"].to_numpy(),
-        "agent": selected["agent"].to_numpy(),
-        "order": order,
-        "delivered_at": first,
-        "blocks": blocks,
-        "exact": exact,
-        "normalised": normalised,
-    }
+def _store(rows: list[tuple]) -> None:
+    """Upsert these extract rows."""
+    if not rows:
+        return
+    with transaction.atomic(), connection.cursor() as cursor:
+        if not _on_postgres():
+            cursor.executemany(_SQLITE_UPSERT + _ON_CONFLICT, rows)
+            return
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS iv_extract_load "
+            "(LIKE analytics_calltextextract) ON COMMIT DELETE ROWS"
+        )
+        cursor.execute("DELETE FROM iv_extract_load")  # inside an outer transaction
+        with cursor.copy(f"COPY iv_extract_load ({COLUMNS}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(_UPSERT + _ON_CONFLICT)
+
+
+def delivered_orders(
+    agent: np.ndarray,
+    order: np.ndarray,
+    by_prompt: np.ndarray,
+    by_results: np.ndarray,
+    from_start: np.ndarray,
+) -> np.ndarray:
+    """Per call (rows sorted by agent, then order), the order at which the instruction
+    entered its agent's window (NaN: never): the agent's first call for the agents marked
+    `from_start`; else its first call whose prompt or summary holds it, or the call after
+    one whose tool results hold it, whichever comes first."""
+    n = len(agent)
+    if not n:
+        return np.zeros(0, np.float64)
+    same_next = np.zeros(n, bool)
+    same_next[:-1] = agent[1:] == agent[:-1]
+    following = np.full(n, np.inf)
+    following[:-1] = np.where(same_next[:-1], order[1:], np.inf)
+    candidate = np.where(by_prompt > 0, order, np.where(by_results > 0, following, np.inf))
+    starts = np.flatnonzero(np.r_[True, agent[1:] != agent[:-1]])
+    first = np.minimum.reduceat(candidate, starts)
+    first = np.where(np.asarray(from_start)[starts], order[starts], first)
+    lengths = np.diff(np.r_[starts, n])
+    delivered = np.repeat(first, lengths).astype(np.float64)
+    delivered[np.isinf(delivered)] = np.nan
+    return delivered

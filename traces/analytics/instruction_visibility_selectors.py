@@ -23,9 +23,10 @@ from traces.analysis.instruction_visibility import (
     without_list_marker,
 )
 from traces.analytics.instruction_visibility_matching import (
-    call_columns,
-    delivered_at,
-    extract_missing,
+    FACT_COLUMNS,
+    call_facts,
+    delivered_orders,
+    match_stale,
 )
 from traces.analytics.models import InstructionVisibilityRun
 from traces.analytics.selectors import AnalyticsFilters, _runs_for_calls, selected_calls
@@ -34,6 +35,7 @@ from traces.models import Call, Run, Session
 # Counted while a request waits up to this many calls reached; past it, in a job
 # (`instruction_visibility_services.instruction_visibility_start`).
 MAX_CALLS = 100_000
+_COLUMN = {name: k for k, name in enumerate(FACT_COLUMNS)}
 
 
 class Delivery:
@@ -137,48 +139,69 @@ class TooManyCalls(InputError):
         )
 
 
-def _calls(workspace: Workspace, filters: AnalyticsFilters, max_calls: int | None) -> pd.DataFrame:
-    """Every call of the agents the filters reach, in (session, agent, order), with
-    `selected` marking the calls the filters select (the rest only carry delivery)."""
-    columns = ["id", "session", "agent", "order", "session_index"]
-    chosen = pd.DataFrame(
+def _subquery(queryset) -> tuple[str, list]:
+    sql, params = queryset.query.sql_with_params()
+    return sql, list(params)
+
+
+def _task_type_mask(workspace: Workspace, facts: np.ndarray, task_type: str) -> np.ndarray:
+    """Of the selected calls, those in runs of this task type."""
+    selected = facts[:, _COLUMN["selected"]] > 0
+    agent = facts[:, _COLUMN["agent"]]
+    runs = pd.DataFrame(
         list(
-            selected_calls(workspace, filters).values_list(
-                "id", "session_id", "agent_id", "agent_index", "session_index"
-            )
+            Run.objects.filter(
+                workspace=workspace, agent_id__in=np.unique(agent[selected]).tolist()
+            ).values_list("id", "agent_id", "first_call_index", "last_call_index", "task_type")
         ),
-        columns=columns,
+        columns=["id", "agent", "first", "last", "task_type"],
     )
-    if filters.task_type and len(chosen):
-        runs = pd.DataFrame(
-            list(
-                Run.objects.filter(
-                    workspace=workspace, agent_id__in=chosen["agent"].unique().tolist()
-                ).values_list("id", "agent_id", "first_call_index", "last_call_index", "task_type")
-            ),
-            columns=["id", "agent", "first", "last", "task_type"],
-        )
+    mask = np.zeros(len(facts), bool)
+    if selected.any():
         _, task_types = _runs_for_calls(
-            chosen["agent"].to_numpy(np.int64), chosen["session_index"].to_numpy(np.int64), runs
+            agent[selected], facts[selected, _COLUMN["session_index"]], runs
         )
-        chosen = chosen[task_types == filters.task_type]
-    agents = chosen["agent"].unique().tolist()
-    every = pd.DataFrame(
-        [
-            row
-            for start in range(0, len(agents), 5000)
-            for row in Call.objects.filter(
-                workspace=workspace, agent_id__in=agents[start : start + 5000]
-            )
-            .order_by()
-            .values_list("id", "session_id", "agent_id", "agent_index", "session_index")
-        ],
-        columns=columns,
+        mask[selected] = task_types == task_type
+    return mask
+
+
+def _calls(
+    workspace: Workspace,
+    filters: AnalyticsFilters,
+    matcher: Matcher,
+    max_calls: int | None,
+    *,
+    deliveries: bool,
+) -> np.ndarray:
+    """Every call of the agents the filters reach (FACT_COLUMNS, sorted by session, agent
+    and order), with `selected` marking the calls the filters select (the rest only carry
+    delivery), and each call's matches on its stored extract."""
+    chosen = selected_calls(workspace, filters)
+    if max_calls is not None and not filters.task_type:
+        reached = Call.objects.filter(
+            workspace=workspace, agent_id__in=chosen.values("agent_id")
+        ).count()
+        if reached > max_calls:
+            raise TooManyCalls(reached, max_calls)
+    # Filters that narrow nothing: every call of the workspace, read without subqueries.
+    every = str(chosen.query) == str(Call.objects.filter(workspace=workspace).order_by().query)
+    facts = call_facts(
+        workspace.pk,
+        None if every else _subquery(chosen.values("id")),
+        None if every else _subquery(chosen.values("agent_id")),
+        matcher,
+        deliveries=deliveries,
     )
-    if max_calls is not None and len(every) > max_calls:
-        raise TooManyCalls(len(every), max_calls)
-    every["selected"] = every["id"].isin(chosen["id"])
-    return every.sort_values(["session", "agent", "order"], kind="stable")
+    if filters.task_type and len(facts):
+        keep = _task_type_mask(workspace, facts, filters.task_type)
+        facts[:, _COLUMN["selected"]] = keep
+        facts = facts[np.isin(facts[:, _COLUMN["agent"]], facts[keep, _COLUMN["agent"]])]
+        if max_calls is not None and len(facts) > max_calls:
+            raise TooManyCalls(len(facts), max_calls)
+    order = np.lexsort(
+        (facts[:, _COLUMN["order"]], facts[:, _COLUMN["agent"]], facts[:, _COLUMN["session"]])
+    )
+    return facts[order]
 
 
 def _repository_sessions(workspace: Workspace, session_ids, name: str) -> set[int]:
@@ -201,39 +224,53 @@ def instruction_visibility_for(
     filters: AnalyticsFilters,
     subject: Subject,
     max_calls: int | None = MAX_CALLS,
+    store: bool = False,
     progress: Callable[[str, int, int | None], None] | None = None,
 ) -> dict:
     """The counts for this instruction over the calls the filters select, with each
     counted session's label and the delivery rule used. Past `max_calls` calls reached
-    (None: no limit) it raises TooManyCalls. `progress(stage, done, total)` is told as the
-    calls' texts are extracted."""
-    calls = _calls(workspace, filters, max_calls)
-    session_ids = calls["session"].unique().tolist()
+    (None: no limit) it raises TooManyCalls.
+
+    Calls whose text has no extract yet (or a stale one) are extracted and matched in
+    memory; only with `store` (the counting job) are those extracts written: a request
+    writes nothing. `progress(stage, done, total)` is told of the calls read: those with a
+    stored extract at once, the others as their texts are extracted."""
+    matcher = Matcher(subject.text)
+    facts = _calls(
+        workspace,
+        filters,
+        matcher,
+        max_calls,
+        deliveries=subject.delivery != Delivery.SESSION_START,
+    )
+    column = {name: facts[:, k] for k, name in enumerate(FACT_COLUMNS)}
+    _match_stale(facts, matcher, store=store, progress=progress)
     loaded = (
-        _repository_sessions(workspace, session_ids, subject.repository_name)
+        _repository_sessions(
+            workspace, np.unique(column["session"]).tolist(), subject.repository_name
+        )
         if subject.delivery == Delivery.REPOSITORY
         else set()
     )
-    ids = calls["id"].tolist()
-    done = 0
-
-    def advance(k: int) -> None:
-        nonlocal done
-        done += k
-        if progress:
-            progress("extract", done, len(ids))
-
-    if progress:
-        progress("extract", 0, len(ids))
-    extract_missing(ids, advance)
-    matcher = Matcher(subject.text)
     from_start = (
-        set(calls["agent"].unique().tolist())
+        np.ones(len(facts), bool)
         if subject.delivery == Delivery.SESSION_START
-        else set(calls.loc[calls["session"].isin(loaded), "agent"].unique().tolist())
+        else np.isin(column["session"], list(loaded))
     )
-    delivered = delivered_at(calls, matcher, from_start=from_start)
-    result = visibility_from_arrays(matcher, **call_columns(calls, delivered, matcher))
+    delivered = delivered_orders(
+        column["agent"], column["order"], column["by_prompt"], column["by_results"], from_start
+    )
+    selected = column["selected"] > 0
+    result = visibility_from_arrays(
+        matcher,
+        session=column["session"][selected],
+        agent=column["agent"][selected],
+        order=column["order"][selected],
+        delivered_at=delivered[selected],
+        blocks=column["blocks"][selected],
+        exact=column["exact"][selected] > 0,
+        normalised=column["normalised"][selected] > 0,
+    )
     labels = {
         row[0]: row
         for row in Session.objects.filter(
@@ -249,12 +286,36 @@ def instruction_visibility_for(
         delivery_rule=Delivery.CHOICES[subject.delivery],
         ledger_instruction=_ledger(subject.ledger),
         sessions_from_repository=len(loaded),
-        calls_read=len(calls),
-        calls_selected=int(calls["selected"].sum()) if len(calls) else 0,
+        calls_read=len(facts),
+        calls_selected=int(selected.sum()),
         filters=filters.as_dict(),
         filters_text=filters.describe(),
     )
     return result
+
+
+def _match_stale(facts: np.ndarray, matcher: Matcher, *, store: bool, progress) -> None:
+    """Fill in, in `facts`, the matches of the calls whose extract is missing or stale,
+    from their texts extracted now (written only with `store`)."""
+    state = facts[:, _COLUMN["state"]]
+    stale = facts[state == 1, 0].tolist()
+    done = len(facts) - len(stale)  # read with their stored extracts
+
+    def advance(k: int) -> None:
+        nonlocal done
+        done += k
+        if progress:
+            progress("extract", done, len(facts))
+
+    if progress:
+        progress("extract", done, len(facts))
+    matched = match_stale(stale, matcher, store=store, advance=advance)
+    columns = [_COLUMN[c] for c in ("blocks", "exact", "normalised", "by_prompt", "by_results")]
+    facts[state == 2, columns[0] :] = 0
+    if matched:
+        at = np.flatnonzero(np.isin(facts[:, 0], list(matched)))
+        values = np.array([matched[pk] for pk in facts[at, 0].tolist()], dtype=np.int64)
+        facts[np.ix_(at, columns)] = values
 
 
 def _ledger(row: Instruction | None) -> dict | None:

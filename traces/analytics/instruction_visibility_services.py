@@ -80,6 +80,7 @@ def instruction_visibility_job_run(job: Job, reporter: JobReporter) -> None:
         filters=AnalyticsFilters(**run.filters),
         subject=subject,
         max_calls=None,
+        store=True,  # a job: the extracts it makes are kept
         progress=progress,
     )
     run.result = loads(DjangoJSONEncoder().encode(result))

@@ -92,9 +92,10 @@ class CallTextExtract(models.Model):
     visible thinking blocks joined by newlines, as stored and normalised
     (`traces.analysis.instruction_visibility.normalise`), and the normalised texts that can
     deliver an instruction (prompt and compaction summary; tool results), so that matching
-    is `strpos`. A derived, disposable cache written by the count as it reads calls not yet
-    extracted; `source_bytes` (the stored text's length) marks a row stale when the call's
-    text changes, `version` when the normalisation does (another Unicode version)."""
+    is `strpos`. A derived, disposable cache written by the job queued after the derive step
+    (`instruction_visibility_extracts`) and by the counting job, never by a request;
+    `source_bytes` (the stored text's length) marks a row stale when the call's text
+    changes, `version` when the normalisation does (another Unicode version)."""
 
     call = models.OneToOneField(
         "traces.Call",

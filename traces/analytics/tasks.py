@@ -3,7 +3,11 @@
 from celery import shared_task
 
 from governance.services import job_run
-from traces.analytics import instruction_visibility_services, services
+from traces.analytics import (
+    instruction_visibility_extracts,
+    instruction_visibility_services,
+    services,
+)
 
 
 @shared_task(name="traces.compute_analytics", time_limit=1800, acks_late=True)
@@ -14,3 +18,8 @@ def compute_analytics(job_id: int) -> None:
 @shared_task(name="analytics.instruction_visibility", time_limit=3600, acks_late=True)
 def count_instruction_visibility(job_id: int) -> None:
     job_run(job_id=job_id, work=instruction_visibility_services.instruction_visibility_job_run)
+
+
+@shared_task(name="analytics.instruction_visibility_extract", time_limit=3600, acks_late=True)
+def extract_instruction_visibility_texts(job_id: int) -> None:
+    job_run(job_id=job_id, work=instruction_visibility_extracts.extracts_job_run)
