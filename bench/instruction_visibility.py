@@ -6,7 +6,7 @@ text (zstd JSON, as the loader writes it) drawn from a pool with thinking blocks
 quoting the instruction exactly or in capitals, prompts and tool results that deliver it,
 then times, median of --repeat, each way in turn in the same run:
 
-* the after-ingest extract job's work at --calls with the extract emptied first (every
+* the after-ingest extract tasks' work for every session at --calls with the extract emptied first (every
   text decompressed and extracted), and the count (`instruction_visibility_for`, no call
   limit) with the extract filled;
 * the floor: one SQL `count(*)` of the extracted thinking texts holding the instruction
@@ -284,8 +284,9 @@ def main() -> None:
     o = checks["overall"]
     body = f"""
 Instruction visibility (seed 000), cold (a new database connection), median of
-{args.repeat} runs, each way in turn in the same run. *After-ingest extract job*: the work
-of the job the derive step queues on commit (`instruction_visibility_extracts`): every
+{args.repeat} runs, each way in turn in the same run. *After-ingest extract*: the work
+the tasks the derive step sends on commit do (`instruction_visibility_extracts`, one per
+transaction, for the sessions it derived), for every session at once: every
 call's stored text decompressed once and its extract (`CallTextExtract`) written, with the
 extract emptied first ({empty_repeat} run(s)). *Count, extract filled*: the count as a job or
 a request makes it (`instruction_visibility_for`, no call limit): one query reads every call
@@ -305,7 +306,7 @@ exactly, 4% in capitals; prompts and tool results deliver it). Load average at t
 
 | Way | Calls | Median s (runs) | Ratio |
 |---|---:|---:|---:|
-| after-ingest extract job, extract empty | {big_calls:,} | {cell("fill")} | {median["fill"] / median["floor"]:.0f}× floor |
+| after-ingest extract (all sessions), extract empty | {big_calls:,} | {cell("fill")} | {median["fill"] / median["floor"]:.0f}× floor |
 | count, extract filled | {big_calls:,} | {cell("filled")} | {median["filled"] / median["floor"]:.1f}× floor |
 | floor: SQL `strpos` count of thinking texts | {big_calls:,} | {cell("floor")} | 1× |
 | request, extract empty (in memory, read-only) | {small_calls:,} | {cell("slice empty")} | {median["slice empty"] / median["slice new"]:.1f}× new |

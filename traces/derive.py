@@ -297,7 +297,7 @@ def _derive(
         for a in derived.agents
     )  # fmt: skip
     writes.sessions.append(_session_totals(session, rows, compaction_rows, agent_rows))
-    extracts_after_derive(workspace_id=session.workspace_id)  # text extracts: a job on commit
+    extracts_after_derive(workspace_id=session.workspace_id, session_id=session.pk)
 
 
 def _derive_calls(rows: list[tuple], compaction_rows: list[tuple], agent_rows: list[tuple]):

@@ -1,5 +1,5 @@
-"""Instruction-visibility text extracts: written by the job the derive step queues after
-ingest, and by the counting job; never by a request. A GET over extracts that are stored,
+"""Instruction-visibility text extracts: written by the task the derive step sends after
+ingest (for the sessions it derived), and by the counting job; never by a request. A GET over extracts that are stored,
 missing and stale leaves the extract table as it was (rows and contents) and still answers
 the counts of an independent reference counter."""
 
@@ -7,7 +7,6 @@ import orjson
 import pytest
 import zstandard
 
-from governance.models import Job
 from tests.analytics.generated_instruction_visibility import (
     INSTRUCTION,
     as_tally,
@@ -16,7 +15,6 @@ from tests.analytics.generated_instruction_visibility import (
     transcripts,
 )
 from traces.analysis.instruction_visibility import Matcher, normalise
-from traces.analytics.instruction_visibility_extracts import JOB_KIND
 from traces.analytics.instruction_visibility_matching import (
     FACT_COLUMNS,
     VERSION,
@@ -98,14 +96,12 @@ def _states_by_id(workspace) -> list[int]:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_after_ingest_job_fills_extracts_whose_counts_equal_the_reference(
+def test_after_ingest_task_fills_extracts_whose_counts_equal_the_reference(
     workspace, seed, run_on_commit, api_for
 ):
     planned = plan(seed)
     with run_on_commit():
         _ingest(workspace, transcripts(planned))
-    jobs = Job.objects.filter(workspace=workspace, kind=JOB_KIND)
-    assert jobs.exists() and set(jobs.values_list("status", flat=True)) == {"succeeded"}
     calls = _calls(planned)
     assert CallTextExtract.objects.filter(call__workspace=workspace).count() == calls
     assert stale_call_ids(workspace.pk) == []
@@ -156,3 +152,26 @@ def test_a_get_writes_no_extract_and_answers_the_reference_counts(
     assert response.status_code == 200, response.content
     assert _snapshot(workspace) == before  # not a row added, removed or changed
     _check(response.json(), reference(planned), workspace)
+
+
+def test_the_after_ingest_task_extracts_only_the_sessions_just_derived(workspace, run_on_commit):
+    """Extracts missing in one session stay missing when another session is ingested: the
+    task reads the calls of the sessions its transaction derived, not the workspace's."""
+    files = transcripts(plan(SEEDS[0]))
+    names = sorted(files)
+    assert len(names) >= 2
+    with run_on_commit():
+        _ingest(workspace, {name: files[name] for name in names[:-1]})
+    first = set(Call.objects.filter(workspace=workspace).values_list("id", flat=True))
+    CallTextExtract.objects.filter(call_id__in=first).delete()
+    with run_on_commit():
+        _ingest(workspace, {names[-1]: files[names[-1]]})
+    added = set(Call.objects.filter(workspace=workspace).values_list("id", flat=True)) - first
+    assert added
+    stored = set(CallTextExtract.objects.values_list("call_id", flat=True))
+    assert stored == added & set(CallText.objects.values_list("call_id", flat=True))
+    assert set(stale_call_ids(workspace.pk)) == first & set(
+        CallText.objects.values_list("call_id", flat=True)
+    )
+    session = Call.objects.filter(pk=min(added)).values_list("session_id", flat=True).get()
+    assert stale_call_ids(workspace.pk, [session]) == []

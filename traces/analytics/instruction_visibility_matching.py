@@ -127,18 +127,32 @@ _STALE_IN_WORKSPACE = """
 SELECT ct.call_id FROM traces_calltext ct
 JOIN traces_call c ON c.id = ct.call_id
 LEFT JOIN analytics_calltextextract e ON e.call_id = ct.call_id
-WHERE c.workspace_id = %s AND (e.call_id IS NULL OR e.source_bytes <> {octets}(ct.data)
-  OR e.version <> %s)
+WHERE c.workspace_id = %s {sessions} AND (e.call_id IS NULL
+  OR e.source_bytes <> {octets}(ct.data) OR e.version <> %s)
 ORDER BY ct.call_id
 """
 
 
-def stale_call_ids(workspace_id: int) -> list[int]:
-    """The calls of this workspace with a stored text but no extract, or a stale one."""
+def stale_call_ids(workspace_id: int, session_ids: list[int] | None = None) -> list[int]:
+    """The calls of this workspace (of these sessions only, when given) with a stored text
+    but no extract, or a stale one."""
     octets = "octet_length" if _on_postgres() else "length"
+    if session_ids is None:
+        chunks: list[list[int] | None] = [None]
+    else:
+        step = 20_000 if _on_postgres() else 900  # SQLite binds each id
+        chunks = [session_ids[k : k + step] for k in range(0, len(session_ids), step)]
+    found: list[int] = []
     with connection.cursor() as cursor:
-        cursor.execute(_STALE_IN_WORKSPACE.format(octets=octets), [workspace_id, VERSION])
-        return [row[0] for row in cursor.fetchall()]
+        for chunk in chunks:
+            clause, params = ("", []) if chunk is None else _ids_clause(chunk)
+            sessions = f"AND c.session_id {clause}" if chunk is not None else ""
+            cursor.execute(
+                _STALE_IN_WORKSPACE.format(octets=octets, sessions=sessions),
+                [workspace_id, *params, VERSION],
+            )
+            found += [row[0] for row in cursor.fetchall()]
+    return sorted(found)
 
 
 # One row per call of the agents the filters reach: its place, whether the filters select
