@@ -221,6 +221,12 @@ GOVERNANCE_ANALYZE_AFTER_CALLS = env_int("GOVERNANCE_ANALYZE_AFTER_CALLS", 10_00
 # Background tasks: with no broker, tasks run in-process (eagerly) after commit.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# Instruction-visibility text extracts after each ingest: with a broker a worker makes them;
+# without one they would run inside the ingest (about a third slower), so they are left to
+# the counting job, and a request extracts what it needs in memory.
+GOVERNANCE_EXTRACT_AFTER_INGEST = env_bool(
+    "GOVERNANCE_EXTRACT_AFTER_INGEST", bool(CELERY_BROKER_URL)
+)
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

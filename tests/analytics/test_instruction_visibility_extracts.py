@@ -27,6 +27,14 @@ from traces.models import Call, CallText, Session
 from traces.services import ingest_bytes
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _extract_after_ingest(settings):
+    """As with a broker (the embedded default leaves extracts to the counting job)."""
+    settings.GOVERNANCE_EXTRACT_AFTER_INGEST = True
+
+
 URL = "/api/v1/analytics/instruction-visibility/"
 SEEDS = [1, 4, 6]
 
@@ -175,3 +183,19 @@ def test_the_after_ingest_task_extracts_only_the_sessions_just_derived(workspace
     )
     session = Call.objects.filter(pk=min(added)).values_list("session_id", flat=True).get()
     assert stale_call_ids(workspace.pk, [session]) == []
+
+
+def test_without_a_broker_ingest_leaves_extracts_to_the_count(
+    workspace, run_on_commit, settings, api_for
+):
+    """The embedded default: no task after ingest (it would run inside it); a GET still
+    answers the reference counts, in memory, and stores nothing."""
+    settings.GOVERNANCE_EXTRACT_AFTER_INGEST = False
+    planned = plan(SEEDS[1])
+    with run_on_commit():
+        _ingest(workspace, transcripts(planned))
+    assert not CallTextExtract.objects.exists()
+    response = api_for("viewer").get(URL, {"instruction": INSTRUCTION})
+    assert response.status_code == 200, response.content
+    _check(response.json(), reference(planned), workspace)
+    assert not CallTextExtract.objects.exists()

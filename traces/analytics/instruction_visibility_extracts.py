@@ -2,13 +2,16 @@
 
 When a transaction that derived sessions commits, a task extracts the stored texts of
 those sessions' calls that have no extract yet, or a stale one (`CallTextExtract`), so that
-later counts find them stored. The task is scoped to the sessions just derived: a hook
-send that adds three calls costs three extracts, whatever the workspace's size. An extract
-is a cache, so the task keeps no job row: if it is lost, a request extracts the missing
-ones in memory and the counting job stores them. A request never writes them."""
+later counts find them stored. That needs a broker: without one the task would run inside
+the ingest, so the counting job stores them instead. The task is scoped to the sessions
+just derived: a hook send that adds three calls costs three extracts, whatever the
+workspace's size. An extract is a cache, so the task keeps no job row: if it is lost, a
+request extracts the missing ones in memory and the counting job stores them. A request
+never writes them."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
 TASK = "analytics.instruction_visibility_extract"
@@ -32,7 +35,10 @@ class _ExtractAfterCommit:
 
 def extracts_after_derive(*, workspace_id: int, session_id: int) -> None:
     """The derive step's call for each session it stores: once the transaction commits,
-    extract that session's texts (one task per transaction and workspace)."""
+    extract that session's texts (one task per transaction and workspace). Not without a
+    broker (`GOVERNANCE_EXTRACT_AFTER_INGEST`): the task would run inside the ingest."""
+    if not settings.GOVERNANCE_EXTRACT_AFTER_INGEST:
+        return
     connection = transaction.get_connection()
     if connection.in_atomic_block:
         for entry in connection.run_on_commit:

@@ -325,7 +325,7 @@ def _ended_run_type(frame: pd.DataFrame, runs: pd.DataFrame) -> np.ndarray:
     before_type = dict(
         zip(ordered.loc[started, "started_by"].astype(np.int64), previous[started], strict=True)
     )
-    by_start = frame["id"].map(before_type).fillna("unclassified").to_numpy(dtype=object)
+    by_start = frame["id"].map(before_type).astype(object).fillna("unclassified").to_numpy()
     return np.where(known & (by_call != "unclassified"), by_call, by_start)
 
 
